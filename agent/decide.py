@@ -1,0 +1,175 @@
+"""The decision: from a workload, its pods and the last written spec to the next spec.
+
+Pure and synchronous, on plain records, so every rule of the contract is
+unit-tested without a cluster:
+
+- Slots come from the workload: tasks in spec order, indices ``0..replicas-1``;
+  the rank of a slot is its position. Ranks never depend on arrival order.
+  Kinds whose pods have no index (Deployments) are ranked by pod creation
+  time, then name: a replacement pod takes the last rank.
+- A pod fills a slot only if it belongs to the workload's current incarnation
+  (owner uid) and version; pods of older job versions are ignored.
+- A member counts when its pod is Running with an IP, its port is valid and,
+  where devices are wanted, it carries a valid device annotation.
+- The spec is ``completed`` only when every slot holds a counting member; it
+  then lists all members. Until then it is ``initializing`` and lists none, so
+  pods coming up one by one change nothing that is written (one write at
+  creation, one at completion).
+- ``epoch`` is the previous spec's epoch, plus one when the member list
+  differs from it. Equal inputs give byte-equal files, so a restarted
+  controller rebuilds the same spec and writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from model.keys import CONFIGMAP_DATA_LIMIT
+from model.records import PodRecord, WorkloadRecord
+from ranktable.clusterspec import (
+    CLUSTER_FILE,
+    HCCL_FILE,
+    STATUS_COMPLETED,
+    STATUS_INITIALIZING,
+    ClusterSpec,
+    Member,
+    role_for_task,
+    spec_to_json,
+)
+from ranktable.devices import InvalidDeviceAnnotation, parse_device_annotation
+from ranktable.hccl import render_hccl
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Bad input found while deciding: reported as a Warning Event, a log line
+    and a metric. ``reason`` is a short code (the metric label)."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the ConfigMap should hold now.
+
+    ``data`` is None when the spec cannot be written (the workload is invalid
+    or the files exceed the ConfigMap limit); ``problems`` then say why.
+    """
+
+    spec: ClusterSpec
+    data: dict[str, str] | None
+    ready: int
+    problems: tuple[Problem, ...] = field(default=())
+
+
+def _current(workload: WorkloadRecord, pod: PodRecord) -> bool:
+    if pod.owner_uid and workload.uid and pod.owner_uid != workload.uid:
+        return False
+    return pod.version is None or pod.version == workload.version
+
+
+def _pick(candidates: list[PodRecord]) -> PodRecord:
+    # A replacement can overlap its predecessor (one terminating): prefer the
+    # ready one, then the newest, then a stable name order.
+    return max(candidates, key=lambda p: (p.ready, p.created, p.name))
+
+
+def _slots(workload: WorkloadRecord, pods: Iterable[PodRecord]) -> list[tuple[str, int, PodRecord | None]]:
+    """(task, index, pod or None) for every expected member, in rank order."""
+    current = [p for p in pods if _current(workload, p)]
+    if not workload.indexed:
+        # No index on the pods: rank live pods by creation, then name.
+        live = sorted((p for p in current if not p.deleting), key=lambda p: (p.created, p.name))
+        task = workload.tasks[0].name if workload.tasks else ""
+        return [(task, i, live[i] if i < len(live) else None) for i in range(workload.expected)]
+    by_slot: dict[tuple[str, int], list[PodRecord]] = {}
+    for pod in current:
+        if pod.index is not None:
+            by_slot.setdefault((pod.task, pod.index), []).append(pod)
+    slots: list[tuple[str, int, PodRecord | None]] = []
+    for task in workload.tasks:
+        for index in range(task.replicas):
+            found = by_slot.get((task.name, index))
+            slots.append((task.name, index, _pick(found) if found else None))
+    return slots
+
+
+def decide(
+    workload: WorkloadRecord,
+    pods: Iterable[PodRecord],
+    *,
+    previous: ClusterSpec | None,
+    hccl_version: str = "v2",
+    size_limit: int = CONFIGMAP_DATA_LIMIT,
+) -> Decision:
+    """The spec and files for ``workload`` given its pods and the last written spec.
+
+    ``previous`` is the spec currently in the ConfigMap (None if there is
+    none); it only feeds the epoch. The caller writes ``data`` if it differs
+    from what the ConfigMap holds.
+    """
+    problems: list[Problem] = []
+    members: list[Member] = []
+    wants_devices = workload.wants_devices
+    if workload.error:
+        problems.append(Problem("invalid_workload", f"{workload.kind} {workload.name}: {workload.error}"))
+    for rank, (task, index, pod) in enumerate(_slots(workload, pods)):
+        if pod is None or not pod.ready:
+            continue
+        if pod.port_error:
+            problems.append(Problem("invalid_port", f"pod {pod.name}: {pod.port_error}"))
+            continue
+        devices = ()
+        host = pod.host_ip
+        if wants_devices or pod.wants_devices:
+            if pod.devices is None:
+                continue  # the device plugin has not annotated it yet
+            try:
+                annotation = parse_device_annotation(pod.devices)
+            except InvalidDeviceAnnotation as e:
+                problems.append(Problem(f"device_{e.reason}", f"pod {pod.name}: invalid device annotation: {e}"))
+                continue
+            devices = annotation.devices
+            host = annotation.server_id or host
+        members.append(
+            Member(
+                rank=rank,
+                task=task,
+                role=role_for_task(task),
+                index=index,
+                pod=pod.name,
+                uid=pod.uid,
+                ip=pod.ip,
+                port=pod.port,
+                node=pod.node,
+                host=host,
+                devices=tuple(devices),
+            )
+        )
+    expected = workload.expected
+    complete = expected > 0 and len(members) == expected and not workload.error
+    listed = tuple(members) if complete else ()
+    epoch = previous.epoch if previous is not None else 0
+    if listed != (previous.members if previous is not None else ()):
+        epoch += 1
+    spec = ClusterSpec(
+        status=STATUS_COMPLETED if complete else STATUS_INITIALIZING,
+        job=workload.ref(),
+        epoch=epoch,
+        expected=expected,
+        members=listed,
+    )
+    data = {CLUSTER_FILE: spec_to_json(spec)}
+    if wants_devices or any(m.devices for m in members):
+        data[HCCL_FILE] = render_hccl(spec, version=hccl_version)
+    size = sum(len(k) + len(v.encode()) for k, v in data.items())
+    if size > size_limit:
+        problems.append(
+            Problem("too_large", f"spec of {expected} members is {size} bytes, over the ConfigMap limit of {size_limit}")
+        )
+        return Decision(spec=spec, data=None, ready=len(members), problems=tuple(problems))
+    if workload.error:
+        return Decision(spec=spec, data=None, ready=len(members), problems=tuple(problems))
+    return Decision(spec=spec, data=data, ready=len(members), problems=tuple(problems))

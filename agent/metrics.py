@@ -1,0 +1,43 @@
+"""The agent's own Prometheus metrics (``ringcontroller_*``).
+
+Created unregistered (``registry=None``): the daemon registers ``ALL`` in the
+registry it serves, and tests may read them directly.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+CONFIGMAP_WRITES = Counter(
+    "ringcontroller_configmap_writes_total",
+    "ConfigMap writes by verb and result (ok, conflict, not_found, error).",
+    ["verb", "result"],
+    registry=None,
+)
+INVALID_INPUTS = Counter(
+    "ringcontroller_invalid_inputs_total",
+    "Bad inputs found on workloads, pods and ConfigMaps, by reason.",
+    ["reason"],
+    registry=None,
+)
+JOBS = Gauge(
+    "ringcontroller_jobs",
+    "Jobs tracked, by the status of their spec (initializing, completed, invalid).",
+    ["status"],
+    registry=None,
+)
+SPEC_LATENCY = Histogram(
+    "ringcontroller_spec_latency_seconds",
+    "Time from the last member seen ready to the completed spec written.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+    registry=None,
+)
+EVENTS = Counter(
+    "ringcontroller_events_total",
+    "Kubernetes Events emitted, by type and reason.",
+    ["type", "reason"],
+    registry=None,
+)
+
+#: Every collector above, for the daemon to register.
+ALL = (CONFIGMAP_WRITES, INVALID_INPUTS, JOBS, SPEC_LATENCY, EVENTS)

@@ -1,0 +1,253 @@
+"""One job's worker: owns what was last written for the job and writes the next spec.
+
+Protocol: the caller (the agent) guarantees that ``sync`` of one worker never
+runs twice at once (the work queue processes a key on one worker at a time),
+and passes the current records read from the informers' caches. ``sync``
+raises to ask for a retry with backoff; it never leaves the worker believing
+something was written that was not: ``written`` is only set from a write's
+response, or from the informer's copy of a ConfigMap that already holds the
+wanted data.
+
+Writes are conflict-safe: a replace carries the resourceVersion it was
+computed against; on 409 the worker reads the ConfigMap again and recomputes
+(the epoch follows what is really there). A ConfigMap without the
+controller's label is foreign and never modified.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import structlog
+
+from agent import metrics
+from agent.api import Conflict, KubeAPI, NotFound
+from agent.decide import Decision, Problem, decide
+from model.configmap import configmap_body, configmap_record
+from model.records import ConfigMapRecord, PodRecord, WorkloadRecord
+from ranktable.clusterspec import CLUSTER_FILE, STATUS_COMPLETED, ClusterSpec, SpecError, spec_from_json
+
+log = structlog.get_logger()
+
+#: Attempts at one sync's write when the ConfigMap keeps changing under it.
+MAX_CONFLICTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A ConfigMap state known to be on the server."""
+
+    uid: str
+    resource_version: str
+    data: dict[str, str]
+    spec: ClusterSpec | None
+
+
+def _written(cm: ConfigMapRecord) -> Written:
+    spec: ClusterSpec | None
+    try:
+        spec = spec_from_json(cm.data[CLUSTER_FILE]) if CLUSTER_FILE in cm.data else None
+    except SpecError:
+        spec = None  # unreadable: rewritten from scratch, epoch restarts
+    return Written(uid=cm.uid, resource_version=cm.resource_version, data=cm.data, spec=spec)
+
+
+class ForeignConfigMap(Exception):
+    """The spec's ConfigMap exists without the controller's label."""
+
+
+class JobWorker:
+    """The per-job state and the write path. See the module doc for the protocol."""
+
+    def __init__(self, *, api: KubeAPI, hccl_version: str = "v2") -> None:
+        self._api = api
+        self._hccl_version = hccl_version
+        self.written: Written | None = None
+        self.status: str = ""
+        self._reported: set[tuple[str, str]] = set()
+        self._completed_epoch: int | None = None
+
+    async def sync(
+        self,
+        workload: WorkloadRecord,
+        pods: list[PodRecord],
+        cm: ConfigMapRecord | None,
+        *,
+        last_ready: float | None = None,
+    ) -> Decision:
+        """Bring the ConfigMap of ``workload`` up to date; returns the decision made.
+
+        ``cm`` is the informer's copy of the managed ConfigMap (None if it
+        has none); ``last_ready`` the monotonic time the last member was seen
+        ready, for the latency metric.
+        """
+        bound = log.bind(job=workload.key, configmap=workload.configmap)
+        base = self._base(cm)
+        for _ in range(MAX_CONFLICTS):
+            decision = decide(
+                workload, pods, previous=base.spec if base else None, hccl_version=self._hccl_version
+            )
+            await self._report(workload, decision.problems, bound)
+            if decision.data is None:
+                self.status = "invalid"
+                return decision
+            if base is not None and base.data == decision.data:
+                self.written = base
+                await self._settled(workload, decision, bound, last_ready=last_ready, wrote=False)
+                return decision
+            try:
+                self.written = await self._write(workload, decision, base)
+            except Conflict:
+                metrics.CONFIGMAP_WRITES.labels("update" if base else "create", "conflict").inc()
+                base = await self._fetch(workload)
+                continue
+            except ForeignConfigMap:
+                self.status = "invalid"
+                await self._report(
+                    workload,
+                    (
+                        Problem(
+                            "foreign_configmap",
+                            f"ConfigMap {workload.configmap} exists without label "
+                            "ring-controller.io/managed=true; it is left untouched",
+                        ),
+                    ),
+                    bound,
+                )
+                return decision
+            bound.info(
+                "configmap.written",
+                status=decision.spec.status,
+                epoch=decision.spec.epoch,
+                ready=decision.ready,
+                expected=decision.spec.expected,
+            )
+            await self._settled(workload, decision, bound, last_ready=last_ready, wrote=True)
+            return decision
+        raise RuntimeError(f"ConfigMap {workload.configmap}: still conflicting after {MAX_CONFLICTS} attempts")
+
+    def _base(self, cm: ConfigMapRecord | None) -> Written | None:
+        """What the ConfigMap holds as far as we know: our last write unless the
+        informer shows a different object (recreated or changed by others)."""
+        if cm is None:
+            return self.written
+        if not cm.managed:
+            return None
+        if self.written is not None and self.written.uid == cm.uid:
+            # The informer may lag our own write; a later foreign change
+            # surfaces as a 409 on the next write.
+            return self.written
+        return _written(cm)
+
+    async def _fetch(self, workload: WorkloadRecord) -> Written | None:
+        raw = await self._api.get_configmap(workload.namespace, workload.configmap)
+        if raw is None:
+            return None
+        cm = configmap_record(raw)
+        if not cm.managed:
+            raise ForeignConfigMap(workload.configmap)
+        return _written(cm)
+
+    async def _write(self, workload: WorkloadRecord, decision: Decision, base: Written | None) -> Written:
+        assert decision.data is not None
+        body = configmap_body(
+            namespace=workload.namespace,
+            name=workload.configmap,
+            job=workload.key,
+            owner=workload.owner_reference(),
+            data=decision.data,
+            resource_version=base.resource_version if base else None,
+        )
+        if base is not None:
+            try:
+                raw = await self._api.replace_configmap(workload.namespace, workload.configmap, body)
+                metrics.CONFIGMAP_WRITES.labels("update", "ok").inc()
+            except NotFound:
+                metrics.CONFIGMAP_WRITES.labels("update", "not_found").inc()
+                del body["metadata"]["resourceVersion"]
+                raw = await self._create(workload, body)
+        else:
+            raw = await self._create(workload, body)
+        meta = raw.get("metadata") or {}
+        return Written(
+            uid=str(meta.get("uid", "")),
+            resource_version=str(meta.get("resourceVersion", "")),
+            data=decision.data,
+            spec=decision.spec,
+        )
+
+    async def _create(self, workload: WorkloadRecord, body: dict[str, object]) -> dict[str, object]:
+        try:
+            raw = await self._api.create_configmap(workload.namespace, body)
+        except Conflict:
+            # Taken: ours (informer lagging) or foreign. _fetch tells which.
+            await self._fetch(workload)
+            raise
+        metrics.CONFIGMAP_WRITES.labels("create", "ok").inc()
+        return raw
+
+    async def _settled(
+        self,
+        workload: WorkloadRecord,
+        decision: Decision,
+        bound: structlog.typing.FilteringBoundLogger,
+        *,
+        last_ready: float | None,
+        wrote: bool,
+    ) -> None:
+        """Record the spec now on the server; announce a newly completed epoch."""
+        spec = decision.spec
+        self.status = spec.status
+        if spec.status != STATUS_COMPLETED or self._completed_epoch == spec.epoch:
+            return
+        self._completed_epoch = spec.epoch
+        if not wrote:
+            return  # found completed (e.g. after a restart): already announced
+        if last_ready is not None:
+            metrics.SPEC_LATENCY.observe(max(0.0, time.monotonic() - last_ready))
+        bound.info("ranktable.completed", epoch=spec.epoch, members=len(spec.members))
+        await self._event(
+            workload,
+            "Normal",
+            "SpecCompleted",
+            f"cluster spec completed in ConfigMap {workload.configmap}: "
+            f"{len(spec.members)} members, epoch {spec.epoch}",
+        )
+
+    async def _report(self, workload: WorkloadRecord, problems: tuple[Problem, ...], bound: structlog.typing.FilteringBoundLogger) -> None:
+        for problem in problems:
+            key = (problem.reason, problem.message)
+            if key in self._reported:
+                continue
+            self._reported.add(key)
+            metrics.INVALID_INPUTS.labels(problem.reason).inc()
+            bound.warning("input.invalid", reason=problem.reason, message=problem.message)
+            await self._event(workload, "Warning", _event_reason(problem.reason), problem.message)
+
+    async def _event(self, workload: WorkloadRecord, event_type: str, reason: str, message: str) -> None:
+        metrics.EVENTS.labels(event_type, reason).inc()
+        await self._api.emit_event(
+            involved={
+                "apiVersion": workload.api_version,
+                "kind": workload.kind,
+                "namespace": workload.namespace,
+                "name": workload.name,
+                "uid": workload.uid,
+            },
+            event_type=event_type,
+            reason=reason,
+            message=message,
+        )
+
+
+def _event_reason(reason: str) -> str:
+    """CamelCase Event reason for a problem code (``device_json`` -> ``InvalidDeviceAnnotation``)."""
+    if reason.startswith("device_"):
+        return "InvalidDeviceAnnotation"
+    return {
+        "invalid_port": "InvalidPort",
+        "invalid_workload": "InvalidWorkload",
+        "too_large": "SpecTooLarge",
+        "foreign_configmap": "ForeignConfigMap",
+    }.get(reason, "InvalidInput")

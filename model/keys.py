@@ -1,0 +1,63 @@
+"""Every label, annotation, name and default the product reads or writes.
+
+One place for each fact: the daemon, the models and the tests import these
+names instead of spelling the strings again. Values that come from other
+projects (HCCL-Controller, Volcano, JobSet, TFJob) are theirs and must match
+them byte for byte.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Selection ---------------------------------------------------------------
+
+#: Label on workloads and pods that opts them in; its value names the runtime
+#: (``tensorflow``, ``pytorch``, ``ascend-910``, ...). HCCL-Controller's key, so
+#: existing HCCL YAML keeps working.
+DEFAULT_LABEL_KEY: Final = "ring-controller.atlas"
+
+#: Label values whose jobs carry Ascend devices even without an NPU request.
+ASCEND_RUNTIMES: Final = frozenset({"ascend-910", "ascend-910b"})
+
+# The ConfigMap -------------------------------------------------------------
+
+#: Pod volume names whose ConfigMap receives the spec, first match wins.
+CONFIG_VOLUME_NAMES: Final = ("rings-config", "ascend-910-config")
+#: ConfigMap name when no pod template names one: ``rings-config-<job>``.
+CONFIGMAP_PREFIX: Final = "rings-config-"
+#: Label the controller puts on ConfigMaps it owns; without it a ConfigMap is
+#: foreign and never modified.
+MANAGED_LABEL: Final = "ring-controller.io/managed"
+MANAGED_VALUE: Final = "true"
+#: Annotation on a managed ConfigMap naming its job key (``vcjob/ns/name``);
+#: an annotation, not a label, because job names may exceed 63 characters.
+JOB_ANNOTATION: Final = "ring-controller.io/job"
+#: Kubernetes' limit on a ConfigMap's data (bytes), less a margin for metadata.
+CONFIGMAP_DATA_LIMIT: Final = 1024 * 1024 - 16 * 1024
+
+# Member ports ---------------------------------------------------------------
+
+#: Container port names, first found wins (ours, then TFJob's).
+PORT_NAMES: Final = ("tf-port", "tfjob-port")
+#: Pod annotation overriding the port.
+PORT_ANNOTATION: Final = "ring-controller/port"
+#: Container env overriding the port (the seed runtime's variable).
+PORT_ENV: Final = "TF_WORKER_PORT"
+DEFAULT_PORT: Final = 2222
+
+# Devices ---------------------------------------------------------------------
+
+#: Annotation the Ascend device plugin writes on a pod once devices are bound.
+DEVICE_ANNOTATION: Final = "ascend.kubectl.kubernetes.io/ascend-910-configuration"
+#: Extended resources whose request means the pod needs a device annotation.
+NPU_RESOURCE_PREFIX: Final = "huawei.com/Ascend"
+
+# Volcano --------------------------------------------------------------------
+
+VOLCANO_GROUP: Final = "batch.volcano.sh"
+VOLCANO_VERSION: Final = "v1alpha1"
+VOLCANO_JOB_NAME: Final = "volcano.sh/job-name"
+VOLCANO_TASK_SPEC: Final = "volcano.sh/task-spec"
+VOLCANO_TASK_INDEX: Final = "volcano.sh/task-index"
+VOLCANO_JOB_VERSION: Final = "volcano.sh/job-version"

@@ -1,0 +1,180 @@
+"""Slim records: the few fields of workloads and pods the product reads.
+
+The informers keep thousands of pods in memory, so they never store the API's
+JSON: each object is reduced to one of these frozen, slotted records as it
+arrives (see :mod:`model.pod` and the per-kind modules). Everything downstream
+(the agent's decision, the spec) is computed from records only.
+
+Identifiers that must not be mixed get their own ``NewType``: a job key is not
+a pod key, a workload uid is not a pod uid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NewType
+
+from model.keys import CONFIGMAP_PREFIX
+from ranktable.clusterspec import JobRef
+
+#: ``<kind-short>/<namespace>/<name>``, e.g. ``vcjob/default/mnist``: the unit
+#: of work, one queue key and one agent worker per job.
+JobKey = NewType("JobKey", str)
+#: ``<namespace>/<name>``, the store key of a namespaced object.
+ObjectKey = NewType("ObjectKey", str)
+JobUID = NewType("JobUID", str)
+PodUID = NewType("PodUID", str)
+
+
+def job_key(short: str, namespace: str, name: str) -> JobKey:
+    """The job key of workload ``namespace/name`` of the kind named ``short``."""
+    return JobKey(f"{short}/{namespace}/{name}")
+
+
+def object_key(namespace: str, name: str) -> ObjectKey:
+    """The store key of a namespaced object."""
+    return ObjectKey(f"{namespace}/{name}")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """One group of identical members in a workload, in spec order.
+
+    ``replicas`` members get indices ``0..replicas-1``. ``configmap`` is the
+    ConfigMap the task's pod template mounts as the rings-config volume, if it
+    mounts one; ``wants_devices`` says its pods must carry a device annotation
+    before they count.
+    """
+
+    name: str
+    replicas: int
+    configmap: str | None = None
+    wants_devices: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadRecord:
+    """A selected workload, reduced to what describes its membership.
+
+    ``version`` is the generation of members that counts: Volcano's
+    ``status.version``, JobSet's restart attempt, 0 where the kind has none.
+    ``runtime`` is the selection label's value. ``indexed`` is False for kinds
+    whose pods carry no index (Deployments): the agent then ranks pods by a
+    stable order of their own instead of by index. ``error`` says why the
+    workload's spec is unusable (reported on the workload, never completed).
+    """
+
+    key: JobKey
+    kind: str
+    api_version: str
+    namespace: str
+    name: str
+    uid: JobUID
+    version: int
+    runtime: str
+    tasks: tuple[TaskSpec, ...]
+    indexed: bool = True
+    error: str | None = None
+
+    @property
+    def expected(self) -> int:
+        """Members the spec needs before it is complete."""
+        return sum(t.replicas for t in self.tasks)
+
+    @property
+    def configmap(self) -> str:
+        """The ConfigMap the spec goes to (first task naming one, else the default)."""
+        for task in self.tasks:
+            if task.configmap:
+                return task.configmap
+        return CONFIGMAP_PREFIX + self.name
+
+    @property
+    def wants_devices(self) -> bool:
+        """True when any member must report devices (an NPU job)."""
+        return any(t.wants_devices for t in self.tasks)
+
+    def ref(self) -> JobRef:
+        """The ``job`` object of the spec."""
+        return JobRef(
+            kind=self.kind,
+            api_version=self.api_version,
+            namespace=self.namespace,
+            name=self.name,
+            uid=self.uid,
+            version=self.version,
+        )
+
+    def owner_reference(self) -> dict[str, object]:
+        """An ownerReference to this workload, so its ConfigMap dies with it."""
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": False,
+            "blockOwnerDeletion": False,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PodRecord:
+    """A selected pod, reduced to its identity in a job and its address.
+
+    ``job`` is None when the pod names no workload the models know (it is
+    then ignored). ``index`` is None for pods without one (Deployments).
+    ``version`` is None when the pod carries no version (it then matches any).
+    ``devices`` is the raw device annotation, parsed by the agent so that a
+    bad one can be reported on the workload.
+    """
+
+    namespace: str
+    name: str
+    uid: PodUID
+    job: JobKey | None
+    owner_uid: str | None
+    task: str
+    index: int | None
+    version: int | None
+    phase: str
+    ip: str
+    host_ip: str
+    node: str
+    port: int
+    created: str
+    deleting: bool
+    devices: str | None
+    wants_devices: bool
+    port_error: str | None = None
+
+    @property
+    def key(self) -> ObjectKey:
+        """The pod's store key."""
+        return object_key(self.namespace, self.name)
+
+    @property
+    def ready(self) -> bool:
+        """Running with an IP and not being deleted: the member may count."""
+        return self.phase == "Running" and bool(self.ip) and not self.deleting
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigMapRecord:
+    """A ConfigMap carrying the controller's label: where a spec was written.
+
+    ``data`` holds the spec files as written; the agent compares against it to
+    skip writes that would change nothing, and reads its epoch after a restart.
+    """
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    managed: bool
+    job: JobKey | None
+    data: dict[str, str]
+
+    @property
+    def key(self) -> ObjectKey:
+        """The ConfigMap's store key."""
+        return object_key(self.namespace, self.name)

@@ -1,0 +1,93 @@
+"""Facts read from a pod spec (a running pod's or a workload's pod template).
+
+Raw JSON in, plain values out; shared by every workload model and by the pod
+transform so the contract's rules live in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from model.keys import (
+    CONFIG_VOLUME_NAMES,
+    DEFAULT_PORT,
+    NPU_RESOURCE_PREFIX,
+    PORT_ANNOTATION,
+    PORT_ENV,
+    PORT_NAMES,
+)
+
+Json = dict[str, Any]
+
+
+def _containers(spec: Json) -> list[Json]:
+    return list(spec.get("containers") or [])
+
+
+def configmap_name(spec: Json) -> str | None:
+    """The ConfigMap mounted through a rings-config volume, if any.
+
+    Volumes are looked up by name in the order of ``CONFIG_VOLUME_NAMES``
+    (ours first, then HCCL-Controller's).
+    """
+    by_name = {v.get("name"): v for v in spec.get("volumes") or [] if isinstance(v, dict)}
+    for volume_name in CONFIG_VOLUME_NAMES:
+        cm = (by_name.get(volume_name) or {}).get("configMap") or {}
+        if isinstance(cm, dict) and cm.get("name"):
+            return str(cm["name"])
+    return None
+
+
+def wants_devices(spec: Json) -> bool:
+    """True when a container requests or limits an Ascend NPU resource."""
+    for container in _containers(spec):
+        resources = container.get("resources") or {}
+        for section in ("limits", "requests"):
+            if any(str(k).startswith(NPU_RESOURCE_PREFIX) for k in (resources.get(section) or {})):
+                return True
+    return False
+
+
+def parse_port(value: object) -> int:
+    """``value`` as a TCP port, or ValueError saying why it is not one."""
+    try:
+        port = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"port {value!r} is not an integer") from None
+    if not 1 <= port <= 65535:
+        raise ValueError(f"port {port} is outside 1-65535")
+    return port
+
+
+def member_port(spec: Json, annotations: dict[str, str], *, default: int = DEFAULT_PORT) -> tuple[int, str | None]:
+    """The member's port by the contract's rule, and an error if a rule was malformed.
+
+    First found wins: a container port named ``tf-port`` (or TFJob's
+    ``tfjob-port``); the pod annotation ``ring-controller/port``; a literal
+    ``TF_WORKER_PORT`` container env; else ``default`` (the daemon's
+    ``--default-port``). A malformed value
+    is reported, never skipped over: a member with a port error does not count,
+    so a wrong port is never published.
+    """
+    containers = _containers(spec)
+    for port_name in PORT_NAMES:
+        for container in containers:
+            for port in container.get("ports") or []:
+                if port.get("name") == port_name:
+                    try:
+                        return parse_port(port.get("containerPort")), None
+                    except ValueError as e:
+                        return default, f"container port {port_name}: {e}"
+    if PORT_ANNOTATION in annotations:
+        try:
+            return parse_port(annotations[PORT_ANNOTATION]), None
+        except ValueError as e:
+            return default, f"annotation {PORT_ANNOTATION}: {e}"
+    for container in containers:
+        for env in container.get("env") or []:
+            if env.get("name") == PORT_ENV and "value" in env:
+                try:
+                    return parse_port(env["value"]), None
+                except ValueError as e:
+                    return default, f"env {PORT_ENV}: {e}"
+    return default, None

@@ -1,0 +1,122 @@
+"""Command-line flags of ``ring-controller``, in controller-runtime's spelling.
+
+Durations take Go-style values (``15s``, ``1m30s``, ``500ms``) or plain
+seconds, so manifests written for Go controllers read the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass
+
+from model.keys import DEFAULT_LABEL_KEY, DEFAULT_PORT
+
+VERSION = "0.1.0"
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """Seconds in a Go duration (``1m30s``) or a plain number of seconds."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    pos, total = 0, 0.0
+    for match in _DURATION.finditer(text):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _UNITS[match.group(2)]
+        pos = match.end()
+    if pos != len(text) or not text:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (e.g. 15s, 1m30s, 500ms)")
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """Parsed flags; see ``ring-controller --help`` for each."""
+
+    kubeconfig: str | None
+    namespace: str | None
+    label_key: str
+    workers: int
+    ranktable_version: str
+    default_port: int
+    metrics_bind_address: str
+    health_probe_bind_address: str
+    leader_elect: bool
+    leader_election_namespace: str
+    leader_election_id: str
+    lease_duration: float
+    renew_deadline: float
+    retry_period: float
+    log_format: str
+    log_level: str
+    shutdown_timeout: float
+
+
+def parser() -> argparse.ArgumentParser:
+    """The argument parser (separate so docs and tests can render it)."""
+    p = argparse.ArgumentParser(
+        prog="ring-controller",
+        description=(
+            "Watch labelled Volcano Jobs and their pods and write a complete, IP-based "
+            "cluster spec (cluster.json, and hccl.json for Ascend jobs) into each job's "
+            "rings-config ConfigMap the moment the last member is ready."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--kubeconfig", help="kubeconfig file; default: in-cluster config, then $KUBECONFIG, then ~/.kube/config")
+    p.add_argument("--namespace", default=None, help="watch only this namespace (default: all namespaces)")
+    p.add_argument("--label-key", default=DEFAULT_LABEL_KEY, help="label selecting workloads and pods; its value names the runtime")
+    p.add_argument("--workers", type=int, default=4, help="jobs synced concurrently")
+    p.add_argument("--ranktable-version", choices=("v1", "v2"), default="v2", help="HCCL rank table format of hccl.json")
+    p.add_argument("--default-port", type=int, default=DEFAULT_PORT, help="member port when the pod names none")
+    p.add_argument("--metrics-bind-address", default=":8080", help="address of /metrics; '0' disables")
+    p.add_argument("--health-probe-bind-address", default=":8081", help="address of /healthz and /readyz; '0' disables")
+    p.add_argument("--leader-elect", action="store_true", help="run leader election; only the leader writes")
+    p.add_argument("--leader-election-namespace", default="", help="namespace of the Lease (default: the pod's namespace, else 'default')")
+    p.add_argument("--leader-election-id", default="ring-controller", help="name of the Lease")
+    p.add_argument("--leader-elect-lease-duration", dest="lease_duration", type=duration, default=15.0, help="how long a lease is valid without renewal")
+    p.add_argument("--leader-elect-renew-deadline", dest="renew_deadline", type=duration, default=10.0, help="how long the leader retries renewing before it gives up")
+    p.add_argument("--leader-elect-retry-period", dest="retry_period", type=duration, default=2.0, help="interval between acquire/renew attempts")
+    p.add_argument("--log-format", choices=("json", "console"), default="json", help="log line format")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info", help="lowest level logged")
+    p.add_argument("--shutdown-timeout", type=duration, default=10.0, help="time allowed to finish in-flight work on SIGTERM")
+    p.add_argument("--version", action="version", version=f"ring-controller {VERSION}")
+    return p
+
+
+def parse(argv: list[str] | None = None) -> Options:
+    """Parse ``argv``; exits with a usage message on bad flags."""
+    p = parser()
+    a = p.parse_args(argv)
+    if a.workers < 1:
+        p.error("--workers must be at least 1")
+    if not 1 <= a.default_port <= 65535:
+        p.error("--default-port must be within 1-65535")
+    if not a.retry_period < a.renew_deadline < a.lease_duration:
+        p.error("leader election needs retry period < renew deadline < lease duration")
+    return Options(
+        kubeconfig=a.kubeconfig,
+        namespace=a.namespace,
+        label_key=a.label_key,
+        workers=a.workers,
+        ranktable_version=a.ranktable_version,
+        default_port=a.default_port,
+        metrics_bind_address=a.metrics_bind_address,
+        health_probe_bind_address=a.health_probe_bind_address,
+        leader_elect=a.leader_elect,
+        leader_election_namespace=a.leader_election_namespace,
+        leader_election_id=a.leader_election_id,
+        lease_duration=a.lease_duration,
+        renew_deadline=a.renew_deadline,
+        retry_period=a.retry_period,
+        log_format=a.log_format,
+        log_level=a.log_level,
+        shutdown_timeout=a.shutdown_timeout,
+    )

@@ -1,0 +1,164 @@
+"""Raw JSON objects shaped the way the real controllers make them.
+
+Shared by unit tests (fed to the models as plain data) and integration tests
+(created on the local control plane). Volcano pods are built the way
+Volcano's job controller builds them: name ``<job>-<task>-<index>``, its
+labels and annotations, a controller ownerReference to the Job, the task's
+pod template.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from model.keys import DEFAULT_LABEL_KEY, DEVICE_ANNOTATION
+
+Json = dict[str, Any]
+
+
+def pod_template(
+    *,
+    runtime: str = "tensorflow",
+    port: int | None = None,
+    port_name: str = "tf-port",
+    configmap: str | None = None,
+    npus: int = 0,
+    command: list[str] | None = None,
+    label_key: str = DEFAULT_LABEL_KEY,
+) -> Json:
+    """A pod template for a training task."""
+    container: Json = {
+        "name": "main",
+        "image": "example.invalid/train:latest",
+        "command": command or ["python", "train.py"],
+    }
+    if port is not None:
+        container["ports"] = [{"name": port_name, "containerPort": port}]
+    if npus:
+        container["resources"] = {"limits": {"huawei.com/Ascend910": str(npus)}, "requests": {"huawei.com/Ascend910": str(npus)}}
+    spec: Json = {"containers": [container], "restartPolicy": "Never"}
+    if configmap:
+        spec["volumes"] = [{"name": "rings-config", "configMap": {"name": configmap}}]
+        container["volumeMounts"] = [{"name": "rings-config", "mountPath": "/etc/ring-config"}]
+    return {"metadata": {"labels": {label_key: runtime}}, "spec": spec}
+
+
+def volcano_job(
+    name: str,
+    *,
+    namespace: str = "default",
+    tasks: list[tuple[str, int]] | None = None,
+    runtime: str = "tensorflow",
+    template: Json | None = None,
+    templates: dict[str, Json] | None = None,
+    uid: str = "",
+    version: int | None = None,
+    label_key: str = DEFAULT_LABEL_KEY,
+) -> Json:
+    """A Volcano Job with ``tasks`` as (name, replicas), in spec order."""
+    tasks = tasks if tasks is not None else [("worker", 2)]
+    default = template or pod_template(runtime=runtime, label_key=label_key)
+    job: Json = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": {label_key: runtime}},
+        "spec": {
+            "minAvailable": sum(r for _, r in tasks),
+            "schedulerName": "default-scheduler",
+            "queue": "default",
+            "tasks": [
+                {"name": t, "replicas": r, "template": copy.deepcopy((templates or {}).get(t, default))}
+                for t, r in tasks
+            ],
+        },
+    }
+    if uid:
+        job["metadata"]["uid"] = uid
+    if version is not None:
+        job["status"] = {"version": version}
+    return job
+
+
+def volcano_pod(
+    job: Json,
+    *,
+    task: str,
+    index: int,
+    version: int = 0,
+    uid: str = "",
+    ip: str = "",
+    host_ip: str = "",
+    phase: str = "",
+    node: str = "",
+    devices: Json | str | None = None,
+    name_suffix: str = "",
+) -> Json:
+    """A pod of ``job``'s ``task`` at ``index`` as Volcano's job controller makes it.
+
+    ``ip``/``phase``/``node`` fill status for unit tests; integration tests
+    leave them empty and let the cluster set them.
+    """
+    meta = job["metadata"]
+    spec_task = next(t for t in job["spec"]["tasks"] if t["name"] == task)
+    template = copy.deepcopy(spec_task["template"])
+    job_name = meta["name"]
+    labels = dict(template.get("metadata", {}).get("labels") or {})
+    labels.update(
+        {
+            "volcano.sh/job-name": job_name,
+            "volcano.sh/job-namespace": meta.get("namespace", "default"),
+            "volcano.sh/queue-name": job["spec"].get("queue", "default"),
+            "volcano.sh/task-spec": task,
+            "volcano.sh/task-index": str(index),
+        }
+    )
+    annotations = {
+        "volcano.sh/job-name": job_name,
+        "volcano.sh/job-version": str(version),
+        "volcano.sh/task-spec": task,
+        "volcano.sh/task-index": str(index),
+        "volcano.sh/template-uid": f"{job_name}-{task}",
+        "scheduling.k8s.io/group-name": f"{job_name}-{meta.get('uid', '')}",
+    }
+    if devices is not None:
+        annotations[DEVICE_ANNOTATION] = devices if isinstance(devices, str) else json.dumps(devices)
+    pod: Json = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{job_name}-{task}-{index}{name_suffix}",
+            "namespace": meta.get("namespace", "default"),
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch.volcano.sh/v1alpha1",
+                    "kind": "Job",
+                    "name": job_name,
+                    "uid": meta.get("uid", ""),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": template["spec"],
+    }
+    if uid:
+        pod["metadata"]["uid"] = uid
+    pod["metadata"]["creationTimestamp"] = "2026-11-29T00:00:00Z"
+    if node:
+        pod["spec"]["nodeName"] = node
+    if phase or ip:
+        pod["status"] = {"phase": phase, "podIP": ip, "hostIP": host_ip}
+    return pod
+
+
+def device_annotation(server_id: str, devices: list[tuple[str, str]]) -> Json:
+    """An Ascend device-plugin annotation value: ``[(device_id, device_ip), ...]``."""
+    return {
+        "pod_name": "0",
+        "server_id": server_id,
+        "devices": [{"device_id": d, "device_ip": ip} for d, ip in devices],
+    }
