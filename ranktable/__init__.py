@@ -1,0 +1,17 @@
+"""Output formats of ring-controller and their readers, plus the container-side launcher.
+
+The lowest layer (``ringcontroller -> agent -> model -> ranktable``): it imports
+nothing from the other packages, and its format code imports no Kubernetes
+client, so the same code runs in the daemon and, small and fast to import, in
+every training container.
+
+* :mod:`ranktable.clusterspec`: ``cluster.json``, the spec everything else
+  derives from (data types, canonical JSON, strict parser).
+* :mod:`ranktable.devices`: the Ascend device annotation, validated.
+* :mod:`ranktable.hccl` (:mod:`~ranktable.hccl_v1`, :mod:`~ranktable.hccl_v2`):
+  the HCCL rank table ``hccl.json`` in HCCL-Controller's layouts.
+* :mod:`ranktable.tfconfig`, :mod:`ranktable.torchenv`: ``TF_CONFIG`` and
+  PyTorch's variables for one member; ``setup_tf_config()`` drop-in.
+* :mod:`ranktable.wait`, :mod:`ranktable.launcher`, :mod:`ranktable.apiwatch`:
+  ``ring-launch``, which waits for the spec (file or API) and execs the trainer.
+"""

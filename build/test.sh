@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Install everything the tests need and run them all, against a real local
+# Kubernetes control plane (ring-devcluster).
+#
+#   build/test.sh [pytest args...]
+#
+# Steps: create/reuse the virtualenv .venv; pip install the package with its
+# test and tensorflow extras; `ring-devcluster up` (builds the control-plane
+# binaries from the Go module proxy on first use, cached in
+# ~/.cache/ring-devcluster, then starts or reuses the cluster whose state lives
+# in $RING_DEVCLUSTER_STATE, default .state/devcluster); pytest over tests/
+# (unit, integration, e2e); the import-linter layer contract.
+# The cluster is left running for the next run; stop it with
+# `ring-devcluster down --state-dir .state/devcluster` (.ci/run does).
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+export RING_DEVCLUSTER_STATE="${RING_DEVCLUSTER_STATE:-$repo/.state/devcluster}"
+python="${PYTHON:-python3}"
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+
+if [[ ! -x .venv/bin/python ]]; then
+    step "creating virtualenv .venv ($("$python" --version))"
+    "$python" -m venv .venv
+else
+    step "reusing virtualenv .venv ($(.venv/bin/python --version))"
+fi
+# shellcheck disable=SC1091
+source .venv/bin/activate
+
+step "pip install -e '.[test,tensorflow]'"
+python -m pip install --quiet --disable-pip-version-check --upgrade pip
+python -m pip install --quiet --disable-pip-version-check -e '.[test,tensorflow]'
+
+step "ring-devcluster up (state: $RING_DEVCLUSTER_STATE)"
+command -v go >/dev/null || echo "note: no 'go' on PATH; fine only if the binaries are already cached" >&2
+ring-devcluster up --state-dir "$RING_DEVCLUSTER_STATE"
+
+step "pytest tests $*"
+python -m pytest -v tests "$@"
+
+step "lint-imports (layers: ringcontroller -> agent -> model -> ranktable)"
+lint-imports
+
+step "all tests passed"

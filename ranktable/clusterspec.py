@@ -1,0 +1,421 @@
+"""The cluster spec: ``cluster.json``, the one document everything derives from.
+
+The daemon builds a :class:`ClusterSpec` from its member cache and writes
+:func:`spec_to_json` into the job's ConfigMap; the launcher reads it back with
+:func:`spec_from_json` and derives ``TF_CONFIG``, the PyTorch variables and the
+rank table from it. Both sides share this module, so the writer can never emit
+a document the reader rejects: :func:`spec_to_json` runs the same validation
+as :func:`spec_from_json` before it renders.
+
+Design points:
+
+* **Canonical text.** Equal specs render to equal bytes (sorted keys, compact
+  separators, members by rank, no timestamps). The daemon compares the text it
+  would write with what the ConfigMap holds and skips no-op writes, and a
+  controller restart that rebuilds the same spec produces the same text.
+* **Ranks are positions, not arrival order.** Members are ordered by unique,
+  strictly increasing ranks in ``0..expected-1``. A ``completed`` spec holds
+  exactly ``expected`` members, so its ranks are exactly ``0..n-1``. An
+  ``initializing`` spec lists the members known so far and may have gaps
+  (rank 2 known, rank 1 not yet): ranks are decided by the workload spec, not
+  by which pod came first.
+* **Strict on read, lenient on growth.** Unknown keys are ignored (the
+  contract allows more keys later); every known key is type-checked, and a
+  violation raises :class:`SpecError` whose message names the offending path
+  (``members[2].port``), because a silently wrong spec is worse than none.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+CLUSTER_FILE: Final = "cluster.json"
+HCCL_FILE: Final = "hccl.json"
+
+STATUS_INITIALIZING: Final = "initializing"
+STATUS_COMPLETED: Final = "completed"
+STATUSES: Final = (STATUS_INITIALIZING, STATUS_COMPLETED)
+
+#: Task names that are TensorFlow roles of their own; any other task name is
+#: a ``worker``.
+KNOWN_ROLES: Final = ("chief", "worker", "ps", "evaluator")
+DEFAULT_ROLE: Final = "worker"
+
+_CANONICAL_UINT = re.compile(r"0|[1-9][0-9]*")
+
+
+class SpecError(ValueError):
+    """A spec (or rank table) text or value that is malformed.
+
+    The message says exactly what is wrong and where (a JSON path such as
+    ``members[1].ip``), so it can be shown to a user unchanged.
+    """
+
+
+class PodNotInSpec(SpecError):
+    """The pod asked about is not a member of the spec.
+
+    ``pods`` lists the member pod names the spec does hold, in rank order;
+    ``waited`` is set when a wait for the pod to appear timed out.
+    """
+
+    def __init__(self, pod: str, pods: tuple[str, ...], *, epoch: int, waited: float | None = None) -> None:
+        listed = ", ".join(pods) if pods else "no pods"
+        message = f"pod {pod!r} is not in the cluster spec (epoch {epoch}), which lists: {listed}"
+        if waited is not None:
+            message += f" (waited {waited:.0f}s for it to appear)"
+        super().__init__(message)
+        self.pod = pod
+        self.pods = pods
+        self.epoch = epoch
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One accelerator bound to a pod: its id on the host and its NIC IP."""
+
+    device_id: str
+    device_ip: str
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One pod of the job at its rank.
+
+    ``host`` is the server id the HCCL rank table uses for the pod: the device
+    annotation's ``server_id`` when present, else the pod's hostIP; empty for
+    jobs without devices.
+    """
+
+    rank: int
+    task: str
+    role: str
+    index: int
+    pod: str
+    uid: str
+    ip: str
+    port: int
+    node: str
+    host: str = ""
+    devices: tuple[Device, ...] = ()
+
+    @property
+    def address(self) -> str:
+        """``ip:port``, with brackets around an IPv6 address."""
+        if ":" in self.ip:
+            return f"[{self.ip}]:{self.port}"
+        return f"{self.ip}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class JobRef:
+    """The workload a spec belongs to; ``version`` is its member generation."""
+
+    kind: str
+    api_version: str
+    namespace: str
+    name: str
+    uid: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    """The whole membership of one job at one epoch.
+
+    ``members`` is ordered by rank. ``epoch`` increases whenever membership or
+    any address changes; ``expected`` is the number of members the workload
+    asks for.
+    """
+
+    status: str
+    job: JobRef
+    epoch: int
+    expected: int
+    members: tuple[Member, ...]
+
+    @property
+    def completed(self) -> bool:
+        return self.status == STATUS_COMPLETED
+
+    @property
+    def has_devices(self) -> bool:
+        """True when any member carries devices (an NPU job)."""
+        return any(m.devices for m in self.members)
+
+
+def role_for_task(task: str) -> str:
+    """The TensorFlow role of a task: its own name if known, else ``worker``."""
+    return task if task in KNOWN_ROLES else DEFAULT_ROLE
+
+
+def member_for_pod(spec: ClusterSpec, pod: str) -> Member:
+    """The member whose pod is named ``pod``; :class:`PodNotInSpec` if none."""
+    for member in spec.members:
+        if member.pod == pod:
+            return member
+    raise PodNotInSpec(pod, tuple(m.pod for m in spec.members), epoch=spec.epoch)
+
+
+# Validation -------------------------------------------------------------------
+
+
+def validate_spec(spec: ClusterSpec) -> None:
+    """Raise :class:`SpecError` unless ``spec`` obeys every rule of the format.
+
+    The rules: a known status; a job with non-empty kind, name, namespace and
+    a non-negative version; non-negative epoch and expected; members with
+    strictly increasing ranks in ``0..expected-1``, unique pods and unique
+    ``(task, index)``; valid IPs, ports in 1..65535, canonical device ids,
+    unique devices per member; and ``completed`` only with all ``expected``
+    members present.
+    """
+    if spec.status not in STATUSES:
+        raise SpecError(f"status: {spec.status!r} is not one of {', '.join(STATUSES)}")
+    job = spec.job
+    for field in ("kind", "namespace", "name"):
+        if not getattr(job, field):
+            raise SpecError(f"job.{field}: must not be empty")
+    _check_uint(job.version, "job.version")
+    _check_uint(spec.epoch, "epoch")
+    _check_uint(spec.expected, "expected")
+    previous = -1
+    pods: set[str] = set()
+    slots: set[tuple[str, int]] = set()
+    for position, member in enumerate(spec.members):
+        where = f"members[{position}]"
+        _check_member(member, where)
+        if member.rank <= previous:
+            raise SpecError(
+                f"{where}.rank: {member.rank} after rank {previous}; members must be ordered by unique ranks"
+            )
+        if member.rank >= spec.expected:
+            raise SpecError(f"{where}.rank: {member.rank} is not below expected ({spec.expected})")
+        previous = member.rank
+        if member.pod in pods:
+            raise SpecError(f"{where}.pod: {member.pod!r} appears twice")
+        pods.add(member.pod)
+        if (member.task, member.index) in slots:
+            raise SpecError(f"{where}: task {member.task!r} index {member.index} appears twice")
+        slots.add((member.task, member.index))
+    if spec.status == STATUS_COMPLETED and len(spec.members) != spec.expected:
+        raise SpecError(f"status is completed but members holds {len(spec.members)} of {spec.expected} expected")
+
+
+def _check_member(member: Member, where: str) -> None:
+    _check_uint(member.rank, f"{where}.rank")
+    _check_uint(member.index, f"{where}.index")
+    for field in ("task", "role", "pod"):
+        if not getattr(member, field):
+            raise SpecError(f"{where}.{field}: must not be empty")
+    check_ip(member.ip, f"{where}.ip")
+    if member.host:
+        check_ip(member.host, f"{where}.host")
+    if isinstance(member.port, bool) or not isinstance(member.port, int) or not 1 <= member.port <= 65535:
+        raise SpecError(f"{where}.port: {member.port!r} is not a port number (1..65535)")
+    ids: set[str] = set()
+    ips: set[str] = set()
+    for d, device in enumerate(member.devices):
+        dwhere = f"{where}.devices[{d}]"
+        check_device_id(device.device_id, f"{dwhere}.device_id")
+        check_ip(device.device_ip, f"{dwhere}.device_ip")
+        if device.device_id in ids:
+            raise SpecError(f"{dwhere}.device_id: {device.device_id!r} appears twice")
+        if device.device_ip in ips:
+            raise SpecError(f"{dwhere}.device_ip: {device.device_ip!r} appears twice")
+        ids.add(device.device_id)
+        ips.add(device.device_ip)
+
+
+def _check_uint(value: object, where: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SpecError(f"{where}: {value!r} is not a non-negative integer")
+
+
+def check_ip(value: object, where: str) -> None:
+    """Raise :class:`SpecError` unless ``value`` is an IPv4/IPv6 address string."""
+    if not isinstance(value, str):
+        raise SpecError(f"{where}: {value!r} is not a string")
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise SpecError(f"{where}: {value!r} is not an IP address") from None
+
+
+def uint_string(value: object) -> int | None:
+    """The int of a canonical non-negative integer string (``"0"``, ``"12"``), else None.
+
+    Leading zeros, signs and spaces are refused so that one number has one
+    spelling and duplicate checks on strings are sound.
+    """
+    if isinstance(value, str) and _CANONICAL_UINT.fullmatch(value):
+        return int(value)
+    return None
+
+
+def check_device_id(value: object, where: str) -> None:
+    """Raise :class:`SpecError` unless ``value`` is a canonical non-negative integer string."""
+    if uint_string(value) is None:
+        raise SpecError(f'{where}: {value!r} is not a non-negative integer string such as "0"')
+
+
+# Rendering ----------------------------------------------------------------------
+
+
+def spec_to_dict(spec: ClusterSpec) -> dict[str, Any]:
+    """The JSON object of ``spec`` (after validation), as :func:`spec_to_json` writes it."""
+    validate_spec(spec)
+    job = spec.job
+    return {
+        "status": spec.status,
+        "job": {
+            "kind": job.kind,
+            "apiVersion": job.api_version,
+            "namespace": job.namespace,
+            "name": job.name,
+            "uid": job.uid,
+            "version": job.version,
+        },
+        "epoch": spec.epoch,
+        "expected": spec.expected,
+        "members": [
+            {
+                "rank": m.rank,
+                "task": m.task,
+                "role": m.role,
+                "index": m.index,
+                "pod": m.pod,
+                "uid": m.uid,
+                "ip": m.ip,
+                "port": m.port,
+                "node": m.node,
+                "host": m.host,
+                "devices": [{"device_id": d.device_id, "device_ip": d.device_ip} for d in m.devices],
+            }
+            for m in spec.members
+        ],
+    }
+
+
+def spec_to_json(spec: ClusterSpec) -> str:
+    """The canonical ``cluster.json`` text of ``spec``.
+
+    Deterministic: equal specs give equal text, so callers may compare texts
+    to skip no-op writes. Raises :class:`SpecError` if ``spec`` is invalid
+    (the writer must never publish what the reader would reject).
+    """
+    return json.dumps(spec_to_dict(spec), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+# Parsing -------------------------------------------------------------------------
+
+
+def spec_from_json(text: str) -> ClusterSpec:
+    """Parse and validate ``cluster.json`` text.
+
+    Raises :class:`SpecError` (never ``KeyError``/``TypeError``) for text that
+    is not JSON, not an object, misses a required key, has a wrongly typed
+    value, or breaks a rule of :func:`validate_spec`. Unknown keys are
+    ignored.
+    """
+    try:
+        raw = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise SpecError(f"not valid JSON: {err}") from None
+    obj = _object(raw, "the spec")
+    job_raw = _object(_get(obj, "job", ""), "job")
+    job = JobRef(
+        kind=_str(job_raw, "kind", "job."),
+        api_version=_str(job_raw, "apiVersion", "job."),
+        namespace=_str(job_raw, "namespace", "job."),
+        name=_str(job_raw, "name", "job."),
+        uid=_str(job_raw, "uid", "job."),
+        version=_int(job_raw, "version", "job."),
+    )
+    members_raw = _get(obj, "members", "")
+    if not isinstance(members_raw, list):
+        raise SpecError(f"members: expected a list, got {_kind(members_raw)}")
+    members = tuple(_member(item, f"members[{i}]") for i, item in enumerate(members_raw))
+    spec = ClusterSpec(
+        status=_str(obj, "status", ""),
+        job=job,
+        epoch=_int(obj, "epoch", ""),
+        expected=_int(obj, "expected", ""),
+        members=members,
+    )
+    validate_spec(spec)
+    return spec
+
+
+def _member(raw: object, where: str) -> Member:
+    obj = _object(raw, where)
+    prefix = where + "."
+    devices_raw = obj.get("devices", [])
+    if devices_raw is None:
+        devices_raw = []
+    if not isinstance(devices_raw, list):
+        raise SpecError(f"{prefix}devices: expected a list, got {_kind(devices_raw)}")
+    devices = []
+    for d, item in enumerate(devices_raw):
+        dobj = _object(item, f"{prefix}devices[{d}]")
+        dprefix = f"{prefix}devices[{d}]."
+        devices.append(Device(device_id=_str(dobj, "device_id", dprefix), device_ip=_str(dobj, "device_ip", dprefix)))
+    host = obj.get("host", "")
+    if not isinstance(host, str):
+        raise SpecError(f"{prefix}host: expected a string, got {_kind(host)}")
+    return Member(
+        rank=_int(obj, "rank", prefix),
+        task=_str(obj, "task", prefix),
+        role=_str(obj, "role", prefix),
+        index=_int(obj, "index", prefix),
+        pod=_str(obj, "pod", prefix),
+        uid=_str(obj, "uid", prefix),
+        ip=_str(obj, "ip", prefix),
+        port=_int(obj, "port", prefix),
+        node=_str(obj, "node", prefix),
+        host=host,
+        devices=tuple(devices),
+    )
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    return {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+    }.get(type(value), type(value).__name__)
+
+
+def _object(value: object, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise SpecError(f"{where}: expected a JSON object, got {_kind(value)}")
+    return value
+
+
+def _get(obj: dict[str, Any], key: str, prefix: str) -> Any:
+    if key not in obj:
+        raise SpecError(f"{prefix}{key}: missing")
+    return obj[key]
+
+
+def _str(obj: dict[str, Any], key: str, prefix: str) -> str:
+    value = _get(obj, key, prefix)
+    if not isinstance(value, str):
+        raise SpecError(f"{prefix}{key}: expected a string, got {_kind(value)}")
+    return value
+
+
+def _int(obj: dict[str, Any], key: str, prefix: str) -> int:
+    value = _get(obj, key, prefix)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(f"{prefix}{key}: expected an integer, got {_kind(value)}")
+    return value

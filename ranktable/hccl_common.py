@@ -1,0 +1,70 @@
+"""Checks shared by the two rank table layouts (:mod:`ranktable.hccl_v1`, :mod:`ranktable.hccl_v2`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ranktable.clusterspec import (
+    STATUS_COMPLETED,
+    ClusterSpec,
+    Member,
+    SpecError,
+    check_device_id,
+    check_ip,
+    uint_string,
+)
+
+
+def table_members(spec: ClusterSpec) -> list[Member]:
+    """The members that go into the table, in rank order.
+
+    Completed spec: every member, each of which must carry devices and a
+    server id. Initializing spec: the members that already do.
+    """
+    if spec.status != STATUS_COMPLETED:
+        return [m for m in spec.members if m.devices and m.host]
+    for member in spec.members:
+        if not member.devices:
+            raise SpecError(f"rank table: member {member.pod!r} (rank {member.rank}) has no devices")
+        if not member.host:
+            raise SpecError(f"rank table: member {member.pod!r} (rank {member.rank}) has no server id (host)")
+    return list(spec.members)
+
+
+def count(value: object, where: str) -> int:
+    """The int of a string-typed count such as ``"2"``; :class:`SpecError` otherwise."""
+    number = uint_string(value)
+    if number is None:
+        raise SpecError(f"hccl.json {where}: {value!r} is not a string-typed non-negative integer")
+    return number
+
+
+def obj(value: object, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise SpecError(f"hccl.json {where}: expected an object")
+    return value
+
+
+def items(parent: dict[str, Any], key: str, where: str) -> list[Any]:
+    """``parent[key]`` as a list; a missing key or Go's ``null`` is an empty list."""
+    value = parent.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise SpecError(f"hccl.json {where}{key}: expected a list")
+    return value
+
+
+def string(parent: dict[str, Any], key: str, where: str) -> str:
+    value = parent.get(key)
+    if not isinstance(value, str):
+        raise SpecError(f"hccl.json {where}{key}: expected a string")
+    return value
+
+
+def device(raw: object, where: str) -> dict[str, Any]:
+    """Validate one ``{"device_id", "device_ip", ...}`` entry."""
+    entry = obj(raw, where)
+    check_device_id(entry.get("device_id"), f"hccl.json {where}.device_id")
+    check_ip(entry.get("device_ip"), f"hccl.json {where}.device_ip")
+    return entry

@@ -1,0 +1,307 @@
+"""Waiting for the completed spec that holds this pod: the launcher's core.
+
+Both :mod:`ranktable.launcher` and :func:`ranktable.tfconfig.setup_tf_config`
+wait here. A *source* yields :class:`Observation` s (the current
+``cluster.json`` and ``hccl.json`` texts) whenever they may have changed;
+:func:`wait_for_spec` judges each one and returns as soon as the spec is
+``completed`` and lists this pod, or raises at the deadline. Two sources:
+
+* :class:`FileSource` polls the mounted ConfigMap directory. The kubelet
+  updates such a volume atomically: the files live in a hidden timestamped
+  directory (``..2026_01_31_12_00_00.123456789``), a symlink ``..data`` points
+  at the current one, and ``cluster.json`` is itself a symlink to
+  ``..data/cluster.json``. An update writes a new timestamped directory,
+  renames a fresh symlink over ``..data`` (one atomic step) and deletes the old
+  directory. So one ``open`` always sees a whole file; what can race is a read
+  of the *old* directory while it is being deleted (``ENOENT``), and reading
+  ``cluster.json`` and ``hccl.json`` from two different versions. The reader
+  therefore resolves ``..data`` once, reads both files from that directory,
+  and checks that ``..data`` still points there afterwards, retrying if not.
+  Directories not managed by the kubelet (no ``..data``) are read directly;
+  a writer there may be caught mid-write, so malformed text is retried and
+  only text that stays malformed for several reads is an error.
+* :class:`ranktable.apiwatch.ApiSource` (``--from-api``) lists and watches
+  the ConfigMap through the API server, avoiding the kubelet's volume sync
+  delay; its texts are what the API server holds, so malformed text there is
+  an error at once.
+
+Identity. A pod is found by name. Replacement pods often keep their name
+(Volcano, JobSet), so a ``completed`` spec written for the pod's predecessor
+would carry the wrong uid and IP; when ``POD_UID`` / ``POD_IP`` are set (from
+the downward API) the member must match them, else the spec is stale and the
+wait goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from ranktable.clusterspec import (
+    CLUSTER_FILE,
+    HCCL_FILE,
+    STATUS_COMPLETED,
+    ClusterSpec,
+    Member,
+    PodNotInSpec,
+    SpecError,
+    spec_from_json,
+)
+from ranktable.hccl import read_hccl
+
+DEFAULT_CONFIG_DIR: Final = "/etc/ring-config"
+DEFAULT_TIMEOUT: Final = 600.0
+DEFAULT_POLL_INTERVAL: Final = 0.5
+#: Identical malformed reads in a row (file mode) before giving up.
+MALFORMED_READS: Final = 3
+#: Seconds between "still waiting" lines when nothing changes.
+HEARTBEAT: Final = 15.0
+#: Minimum seconds between two progress lines.
+MIN_PROGRESS_GAP: Final = 1.0
+
+DATA_LINK: Final = "..data"
+
+Log = Callable[[str], None]
+
+
+def quiet(message: str) -> None:
+    """A :data:`Log` that drops every line."""
+    del message
+
+
+def default_config_dir() -> str:
+    """``$RING_CONFIG_DIR``, else ``/etc/ring-config``."""
+    return os.environ.get("RING_CONFIG_DIR") or DEFAULT_CONFIG_DIR
+
+
+def default_timeout() -> float:
+    """``$RING_TIMEOUT`` (seconds), else 600."""
+    value = os.environ.get("RING_TIMEOUT")
+    return float(value) if value else DEFAULT_TIMEOUT
+
+
+class WaitTimeout(TimeoutError):
+    """The deadline passed before the spec was ready; the message says what was seen last."""
+
+    def __init__(self, message: str, *, last: str) -> None:
+        super().__init__(message)
+        self.last = last
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who this pod is. ``uid``/``ip`` are empty when unknown (then not checked)."""
+
+    pod: str
+    uid: str = ""
+    ip: str = ""
+
+
+def identity_from_env(pod: str | None = None) -> Identity:
+    """``pod``, else ``$POD_NAME``, else ``$HOSTNAME``, else the host name; plus ``$POD_UID``, ``$POD_IP``."""
+    name = pod or os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or socket.gethostname()
+    return Identity(pod=name, uid=os.environ.get("POD_UID", ""), ip=os.environ.get("POD_IP", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One look at the source.
+
+    ``cluster``/``hccl`` are the texts, None when absent. ``final`` is True
+    when the text is certainly what the writer wrote (API), False when a read
+    may have caught a non-atomic writer mid-write (files).
+    """
+
+    cluster: str | None
+    hccl: str | None
+    final: bool
+
+
+class Source(Protocol):
+    """Where the spec comes from.
+
+    ``where`` names it for messages. ``observe`` yields an observation at
+    least once, then whenever the content may have changed, and returns once
+    ``deadline`` (a ``time.monotonic()`` value) has passed; it must not block
+    much past the deadline. ``rank_table_path`` gives the path
+    ``RANK_TABLE_FILE`` should name for a ready ``hccl`` text.
+    """
+
+    where: str
+
+    def observe(self, deadline: float) -> Iterator[Observation]: ...
+
+    def rank_table_path(self, hccl: str) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """A completed spec holding this pod (``member``); ``hccl`` its rank table text, if any."""
+
+    spec: ClusterSpec
+    member: Member
+    hccl: str | None
+
+
+class FileSource:
+    """Polls ``DIR/cluster.json`` (and ``DIR/hccl.json``) every ``interval`` seconds."""
+
+    def __init__(self, config_dir: str, *, interval: float = DEFAULT_POLL_INTERVAL, log: Log = quiet) -> None:
+        self.config_dir = config_dir
+        self.interval = interval
+        self.where = os.path.join(config_dir, CLUSTER_FILE)
+        self._log = log
+
+    def observe(self, deadline: float) -> Iterator[Observation]:
+        while True:
+            yield self.read()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            time.sleep(min(self.interval, remaining))
+
+    def read(self) -> Observation:
+        """Both files from one version of the directory (see the module docstring)."""
+        cluster: str | None = None
+        hccl: str | None = None
+        for _ in range(20):
+            before = self._data_target()
+            base = os.path.join(self.config_dir, before) if before else self.config_dir
+            cluster = _read_text(os.path.join(base, CLUSTER_FILE))
+            hccl = _read_text(os.path.join(base, HCCL_FILE))
+            if self._data_target() == before:
+                break
+        return Observation(cluster=cluster, hccl=hccl, final=False)
+
+    def rank_table_path(self, hccl: str) -> str:
+        # The stable path: it follows ..data, so it always names the current table.
+        del hccl
+        return os.path.join(self.config_dir, HCCL_FILE)
+
+    def _data_target(self) -> str | None:
+        try:
+            return os.readlink(os.path.join(self.config_dir, DATA_LINK))
+        except OSError:  # absent, or not a symlink: not a kubelet-managed directory
+            return None
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+
+
+@dataclass(slots=True)
+class _Judge:
+    """Turns observations into a verdict; keeps what it needs across them."""
+
+    identity: Identity
+    where: str
+    bad_text: tuple[str | None, str | None] | None = None
+    bad_reads: int = 0
+    not_in: PodNotInSpec | None = None
+
+    def judge(self, obs: Observation) -> Ready | str:
+        """A :class:`Ready`, or a one-line reason to keep waiting; raises :class:`SpecError` when malformed for good."""
+        self.not_in = None
+        if obs.cluster is None:
+            self._good()
+            return f"{self.where} does not exist yet"
+        try:
+            spec = spec_from_json(obs.cluster)
+            table = read_hccl(obs.hccl) if obs.hccl is not None and spec.completed and spec.has_devices else None
+        except SpecError as err:
+            return self._bad(obs, err)
+        self._good()
+        if spec.status != STATUS_COMPLETED:
+            return f"spec {spec.status}: epoch {spec.epoch}, members {len(spec.members)}/{spec.expected}"
+        pods = tuple(m.pod for m in spec.members)
+        member = next((m for m in spec.members if m.pod == self.identity.pod), None)
+        if member is None:
+            self.not_in = PodNotInSpec(self.identity.pod, pods, epoch=spec.epoch)
+            return f"spec completed (epoch {spec.epoch}) but pod {self.identity.pod!r} is not among {', '.join(pods)}"
+        if self.identity.uid and member.uid != self.identity.uid:
+            return (
+                f"spec completed (epoch {spec.epoch}) for an earlier pod {member.pod!r} "
+                f"(uid {member.uid}, this pod is {self.identity.uid})"
+            )
+        if self.identity.ip and member.ip != self.identity.ip:
+            return (
+                f"spec completed (epoch {spec.epoch}) with ip {member.ip} for this pod, whose ip is {self.identity.ip}"
+            )
+        if table is not None and table.get("status") != STATUS_COMPLETED:
+            return f"spec completed (epoch {spec.epoch}), {HCCL_FILE} still {table.get('status')}"
+        return Ready(spec=spec, member=member, hccl=obs.hccl if table is not None else None)
+
+    def _good(self) -> None:
+        self.bad_text = None
+        self.bad_reads = 0
+
+    def _bad(self, obs: Observation, err: SpecError) -> str:
+        message = f"malformed spec in {self.where}: {err}"
+        if obs.final:
+            raise SpecError(message)
+        texts = (obs.cluster, obs.hccl)
+        self.bad_reads = self.bad_reads + 1 if texts == self.bad_text else 1
+        self.bad_text = texts
+        if self.bad_reads >= MALFORMED_READS:
+            raise SpecError(f"{message} (unchanged over {self.bad_reads} reads)")
+        return f"{message} (retrying)"
+
+
+def wait_for_spec(
+    source: Source,
+    identity: Identity,
+    *,
+    timeout: float,
+    progress: Log = quiet,
+) -> Ready:
+    """Block until ``source`` holds a completed spec listing ``identity``; return it.
+
+    Progress lines go to ``progress``: each new state (at most one a second)
+    and a "still waiting" line every 15 s. Raises
+    :class:`~ranktable.clusterspec.PodNotInSpec` when the deadline passes while
+    the latest spec was completed without this pod, :class:`WaitTimeout` when
+    it passes otherwise, :class:`SpecError` for a malformed spec.
+    """
+    start = time.monotonic()
+    deadline = start + timeout
+    judge = _Judge(identity=identity, where=source.where)
+    reason = f"nothing read from {source.where} yet"
+    printed: str | None = None
+    printed_at = float("-inf")
+    progress(f"pod {identity.pod}: waiting up to {timeout:g}s for a completed spec in {source.where}")
+    for obs in source.observe(deadline):
+        verdict = judge.judge(obs)
+        now = time.monotonic()
+        if isinstance(verdict, Ready):
+            spec = verdict.spec
+            progress(
+                f"spec completed: epoch {spec.epoch}, {len(spec.members)} members; "
+                f"pod {identity.pod} is rank {verdict.member.rank} ({verdict.member.task} {verdict.member.index}) "
+                f"after {now - start:.1f}s"
+            )
+            return verdict
+        reason = verdict
+        if reason != printed and now - printed_at >= MIN_PROGRESS_GAP:
+            progress(f"waiting: {reason}")
+            printed, printed_at = reason, now
+        elif now - printed_at >= HEARTBEAT:
+            progress(f"still waiting after {now - start:.0f}s: {reason}")
+            printed_at = now
+        if now >= deadline:
+            break
+    waited = time.monotonic() - start
+    if judge.not_in is not None:
+        err = judge.not_in
+        raise PodNotInSpec(err.pod, err.pods, epoch=err.epoch, waited=waited)
+    raise WaitTimeout(
+        f"timed out after {waited:.0f}s waiting for a completed spec in {source.where}; last seen: {reason}",
+        last=reason,
+    )

@@ -1,0 +1,191 @@
+"""The controller loop: informers feed one work queue, workers sync jobs.
+
+Three kinds of informer run side by side, each a :class:`Reflector` with a
+store of slim records:
+
+- one per workload kind (:data:`model.kinds.KINDS`), label-selected;
+- label-selected pods, indexed by job key;
+- ConfigMaps carrying the controller's own label (its previous writes, so a
+  restart can compare instead of rewriting).
+
+Their handlers go to :class:`agent.Agent`, which only enqueues job keys.
+``workers`` tasks take keys from the queue and call ``Agent.sync``, following
+the queue's protocol (``forget`` on success, ``add_rate_limited`` on failure,
+``done`` always). Workers start only after every cache has synced, so the
+first syncs see complete state, and (with leader election) only while this
+process leads; a standby keeps its caches warm.
+
+Shutdown: the queue is shut down with drain (in-flight syncs finish, nothing
+is half-written), bounded by ``shutdown_timeout``; then the informers are
+cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from functools import partial
+from typing import Any
+
+import structlog
+from kubernetes_asyncio.client import ApiClient
+
+from agent.agent import Agent
+from model.configmap import configmap_record
+from model.keys import MANAGED_LABEL, MANAGED_VALUE
+from model.kinds import KINDS
+from model.pod import pod_record
+from model.records import ConfigMapRecord, JobKey, PodRecord, WorkloadRecord
+from ringcontroller import kube
+from ringcontroller.kubeapi import RestKubeAPI
+from ringcontroller.metrics import REGISTRY, client_metrics
+from ringcontroller.options import Options
+from ringcontroller.reflector import Reflector
+from ringcontroller.workqueue import ShutDown, WorkQueue
+
+log = structlog.get_logger()
+
+QUEUE_NAME = "ring-controller"
+_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+def _handlers(on_change: Any) -> dict[str, Any]:
+    """Reflector callbacks that all funnel into ``on_change(old, new)``."""
+    return {
+        "on_add": lambda _key, new: on_change(None, new),
+        "on_update": lambda _key, old, new: on_change(old, new),
+        "on_delete": lambda _key, old: on_change(old, None),
+    }
+
+
+class Controller:
+    """Informers, the queue and the workers of one daemon process."""
+
+    def __init__(self, *, api: ApiClient, options: Options) -> None:
+        self.options = options
+        self.queue: WorkQueue[JobKey] = WorkQueue(QUEUE_NAME, registry=REGISTRY)
+        requests = client_metrics(REGISTRY).api_requests
+        self.kube_api = RestKubeAPI(
+            api, on_request=lambda method, code: requests.labels(_VERBS.get(method, method.lower()), str(code) if code else "<error>").inc()
+        )
+        common = {"namespace": options.namespace, "registry": REGISTRY}
+        self.workloads: dict[str, Reflector[WorkloadRecord]] = {
+            kind.short: Reflector(
+                api,
+                kube.Resource(kind.group, kind.version, kind.plural),
+                transform=partial(kind.record, label_key=options.label_key),
+                label_selector=options.label_key,
+                **_handlers(self._on_workload),
+                **common,
+            )
+            for kind in KINDS
+        }
+        self.pods: Reflector[PodRecord] = Reflector(
+            api,
+            kube.PODS,
+            transform=partial(pod_record, default_port=options.default_port),
+            label_selector=options.label_key,
+            indexers={"job": lambda p: [p.job] if p.job else []},
+            **_handlers(self._on_pod),
+            **common,
+        )
+        self.configmaps: Reflector[ConfigMapRecord] = Reflector(
+            api,
+            kube.CONFIGMAPS,
+            transform=configmap_record,
+            label_selector=f"{MANAGED_LABEL}={MANAGED_VALUE}",
+            **_handlers(self._on_configmap),
+            **common,
+        )
+        self.agent = Agent(
+            api=self.kube_api,
+            enqueue=self.queue.add,
+            workload=self._workload,
+            pods=lambda key: self.pods.store.by_index("job", key),
+            configmap=lambda key: self.configmaps.store.get(key),
+            hccl_version=options.ranktable_version,
+        )
+        self._informers: list[asyncio.Task[None]] = []
+        self._workers: list[asyncio.Task[None]] = []
+
+    # Handlers (called by the reflectors; enqueue only). ---------------------
+
+    def _on_workload(self, old: WorkloadRecord | None, new: WorkloadRecord | None) -> None:
+        self.agent.on_workload(old, new)
+
+    def _on_pod(self, old: PodRecord | None, new: PodRecord | None) -> None:
+        self.agent.on_pod(old, new)
+
+    def _on_configmap(self, old: ConfigMapRecord | None, new: ConfigMapRecord | None) -> None:
+        self.agent.on_configmap(old, new)
+
+    def _workload(self, key: JobKey) -> WorkloadRecord | None:
+        short, _, rest = key.partition("/")
+        reflector = self.workloads.get(short)
+        return reflector.store.get(rest) if reflector else None
+
+    # Lifecycle. -------------------------------------------------------------------
+
+    @property
+    def reflectors(self) -> list[Reflector[Any]]:
+        """Every informer of this controller."""
+        return [*self.workloads.values(), self.pods, self.configmaps]
+
+    def synced(self) -> bool:
+        """True once every informer has listed (the /readyz condition)."""
+        return all(r.has_synced.is_set() for r in self.reflectors)
+
+    async def start_informers(self) -> None:
+        """Start every informer and wait until all caches synced."""
+        self._informers = [asyncio.create_task(r.run(), name=f"informer-{r.resource}") for r in self.reflectors]
+        await asyncio.gather(*(r.has_synced.wait() for r in self.reflectors))
+        log.info(
+            "caches.synced",
+            workloads=sum(len(r.store) for r in self.workloads.values()),
+            pods=len(self.pods.store),
+            configmaps=len(self.configmaps.store),
+        )
+
+    def start_workers(self) -> None:
+        """Start the queue workers (call after ``start_informers``; leaders only)."""
+        for kind in KINDS:
+            for key in self.workloads[kind.short].store.keys():
+                namespace, _, name = key.partition("/")
+                self.queue.add(JobKey(f"{kind.short}/{namespace}/{name}"))
+        self._workers = [asyncio.create_task(self._work(), name=f"worker-{i}") for i in range(self.options.workers)]
+        log.info("workers.started", workers=self.options.workers)
+
+    async def _work(self) -> None:
+        while True:
+            try:
+                key = await self.queue.get()
+            except ShutDown:
+                return
+            try:
+                with structlog.contextvars.bound_contextvars(job=key):
+                    await self.agent.sync(key)
+            except Exception as e:  # noqa: BLE001 - any failure is retried with backoff
+                retries = self.queue.num_requeues(key)
+                log.warning("sync.failed", job=key, error=str(e), error_type=type(e).__name__, retries=retries)
+                self.queue.add_rate_limited(key)
+            else:
+                self.queue.forget(key)
+            finally:
+                self.queue.done(key)
+
+    async def stop(self, *, timeout: float) -> None:
+        """Finish in-flight syncs (bounded by ``timeout``), then stop everything."""
+        if self._workers:
+            try:
+                await asyncio.wait_for(self.queue.shutdown_with_drain(), timeout)
+            except asyncio.TimeoutError:
+                log.warning("shutdown.timeout", timeout=timeout)
+        else:
+            self.queue.shutdown()
+        for task in [*self._workers, *self._informers]:
+            task.cancel()
+        for task in [*self._workers, *self._informers]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        log.info("controller.stopped")
+

@@ -1,0 +1,39 @@
+"""ring-devcluster: a real, local Kubernetes control plane for tests, benchmarks and demos.
+
+etcd, kube-apiserver (RBAC), kube-controller-manager, kube-scheduler and kwok
+fake nodes, built from the Go module proxy (``build``), run on loopback and
+owned by one state directory (``cluster``). Pods on the fake nodes get
+loopback IPs from 127.1.0.0/16 (``kwok``), so test processes can stand in for
+their containers. Use the ``ring-devcluster`` command (``cli``) or, from
+Python::
+
+    from ringcontroller.devcluster import ensure_up
+    cluster = ensure_up(state_dir=".state/devcluster")
+    os.environ["KUBECONFIG"] = str(cluster.kubeconfig)
+"""
+
+from ringcontroller.devcluster.build import BuildError
+from ringcontroller.devcluster.cluster import (
+    COMPONENTS,
+    DEFAULT_NODES,
+    Cluster,
+    ClusterError,
+    ComponentStatus,
+    default_state_dir,
+    down,
+    ensure_up,
+    load,
+)
+
+__all__ = [
+    "COMPONENTS",
+    "DEFAULT_NODES",
+    "BuildError",
+    "Cluster",
+    "ClusterError",
+    "ComponentStatus",
+    "default_state_dir",
+    "down",
+    "ensure_up",
+    "load",
+]

@@ -1,0 +1,319 @@
+"""Build and cache the control-plane binaries from the Go module proxy.
+
+Kubernetes, etcd and kwok publish no release downloads this machine can reach,
+so the binaries are compiled from source fetched through the Go module proxy.
+Each component has a tiny wrapper module under ``build/devcluster/<module>`` in
+the repository (``kube``, ``etcd``, ``kwok``); its ``go.mod`` pins the release
+and, for Kubernetes, replaces every staging module by its published ``v0.X.Y``.
+
+A cold build of the Kubernetes binaries takes many minutes on two cores, so:
+
+* binaries are cached OUTSIDE the work tree, in
+  ``$RING_DEVCLUSTER_CACHE`` (default ``$XDG_CACHE_HOME/ring-devcluster`` or
+  ``~/.cache/ring-devcluster``), under ``bin/<module>-<version>-<key>/`` where
+  ``key`` hashes the wrapper module's files (``go.mod``, ``go.sum``, ``*.go``)
+  and the build flags. Same sources, same flags: nothing is rebuilt, and ``go``
+  is not even needed. A cache entry appears by an atomic rename, so a killed
+  build never leaves a half-written entry behind;
+* the ``go build`` command lines are fixed (the same flags every time), which
+  keeps Go's own build cache hot across cache-key changes;
+* modules are built one after the other (the machine has two cores; ``go``
+  parallelises inside one build) and progress is printed while they run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+__all__ = [
+    "BuildError",
+    "Module",
+    "MODULES",
+    "binary_paths",
+    "cache_dir",
+    "cache_key",
+    "ensure_binaries",
+    "find_source_dir",
+    "module_version",
+]
+
+# The Kubernetes release is stamped into the binaries (``--version``, the
+# apiserver's /version), which otherwise report v0.0.0 when built from modules.
+_KUBE_VERSION_PKG = "k8s.io/component-base/version"
+
+
+class BuildError(RuntimeError):
+    """A binary could not be built or located; the message says what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Module:
+    """One wrapper Go module and the binaries it produces.
+
+    ``requirement`` is the module path whose version (read from ``go.mod``)
+    names the cache entry; ``packages`` are passed to ``go build``;
+    ``binaries`` are the file names ``go build -o DIR/`` leaves in DIR.
+    """
+
+    name: str
+    requirement: str
+    packages: tuple[str, ...]
+    binaries: tuple[str, ...]
+
+    def ldflags(self, version: str) -> str:
+        """The ``-ldflags`` value for this module at ``version``."""
+        flags = ["-s", "-w"]
+        if self.name == "kube":
+            match = re.fullmatch(r"v(\d+)\.(\d+)\.\d+.*", version)
+            if match is None:
+                raise BuildError(f"cannot parse Kubernetes version {version!r}")
+            flags += [
+                f"-X {_KUBE_VERSION_PKG}.gitVersion={version}",
+                f"-X {_KUBE_VERSION_PKG}.gitMajor={match.group(1)}",
+                f"-X {_KUBE_VERSION_PKG}.gitMinor={match.group(2)}",
+            ]
+        return " ".join(flags)
+
+    def build_args(self, version: str, out_dir: Path) -> list[str]:
+        """The exact ``go build`` argv (run inside the module directory)."""
+        return [
+            "go",
+            "build",
+            "-v",
+            "-trimpath",
+            "-ldflags",
+            self.ldflags(version),
+            "-o",
+            f"{out_dir}/",
+            *self.packages,
+        ]
+
+
+MODULES: tuple[Module, ...] = (
+    Module(name="etcd", requirement="go.etcd.io/etcd/server/v3", packages=(".",), binaries=("etcd",)),
+    Module(
+        name="kwok",
+        requirement="sigs.k8s.io/kwok",
+        packages=("sigs.k8s.io/kwok/cmd/kwok",),
+        binaries=("kwok",),
+    ),
+    Module(
+        name="kube",
+        requirement="k8s.io/kubernetes",
+        packages=(
+            "k8s.io/kubernetes/cmd/kube-apiserver",
+            "k8s.io/kubernetes/cmd/kube-controller-manager",
+            "k8s.io/kubernetes/cmd/kube-scheduler",
+        ),
+        binaries=("kube-apiserver", "kube-controller-manager", "kube-scheduler"),
+    ),
+)
+
+
+def find_source_dir(override: str | os.PathLike[str] | None = None) -> Path:
+    """Locate ``build/devcluster`` (the wrapper modules).
+
+    Order: ``override``, ``$RING_DEVCLUSTER_SOURCE``, then the repository that
+    holds this package (an editable install). Raises :class:`BuildError` when
+    none holds the wrapper modules.
+    """
+    candidates: list[Path] = []
+    if override:
+        candidates.append(Path(override))
+    env = os.environ.get("RING_DEVCLUSTER_SOURCE")
+    if env:
+        candidates.append(Path(env))
+    candidates.append(Path(__file__).resolve().parents[2] / "build" / "devcluster")
+    for candidate in candidates:
+        if all((candidate / m.name / "go.mod").is_file() for m in MODULES):
+            return candidate
+    tried = ", ".join(str(c) for c in candidates)
+    raise BuildError(
+        "cannot find the control plane's Go wrapper modules (build/devcluster/{kube,etcd,kwok}); "
+        f"tried: {tried}. Run from a checkout (pip install -e .) or set RING_DEVCLUSTER_SOURCE."
+    )
+
+
+def cache_dir() -> Path:
+    """The root of the binary cache (see the module docstring)."""
+    env = os.environ.get("RING_DEVCLUSTER_CACHE")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "ring-devcluster"
+
+
+def module_version(go_mod: str, requirement: str) -> str:
+    """The version ``go_mod`` (file text) requires of module ``requirement``."""
+    pattern = rf"^\s*(?:require\s+)?{re.escape(requirement)}\s+(v\S+)"
+    match = re.search(pattern, go_mod, flags=re.MULTILINE)
+    if match is None:
+        raise BuildError(f"go.mod does not require {requirement}")
+    return match.group(1)
+
+
+def cache_key(*, files: dict[str, bytes], argv: Sequence[str]) -> str:
+    """A short stable hash of the wrapper module's files and the build argv.
+
+    ``files`` maps relative file names to their contents; the output directory
+    in ``argv`` must already be replaced by a placeholder by the caller.
+    """
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    digest.update("\0".join(argv).encode())
+    return digest.hexdigest()[:12]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    module: Module
+    source: Path
+    version: str
+    key: str
+
+    @property
+    def entry(self) -> str:
+        return f"{self.module.name}-{self.version}-{self.key}"
+
+
+def _plan(module: Module, source_root: Path) -> _Plan:
+    source = source_root / module.name
+    files = {
+        p.name: p.read_bytes()
+        for p in sorted(source.iterdir())
+        if p.is_file() and (p.suffix == ".go" or p.name in ("go.mod", "go.sum"))
+    }
+    version = module_version(files["go.mod"].decode(), module.requirement)
+    argv = module.build_args(version, Path("OUT"))
+    return _Plan(module=module, source=source, version=version, key=cache_key(files=files, argv=argv))
+
+
+def _wrapper_versions(source_root: Path) -> dict[str, str]:
+    return {m.name: module_version((source_root / m.name / "go.mod").read_text(), m.requirement) for m in MODULES}
+
+
+def _format_elapsed(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def _build(plan: _Plan, *, root: Path, say: Callable[[str], None]) -> None:
+    go = shutil.which("go")
+    log_dir = root / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{plan.entry}.log"
+    bin_root = root / "bin"
+    bin_root.mkdir(parents=True, exist_ok=True)
+    tmp_out = Path(tempfile.mkdtemp(prefix=f".{plan.entry}.", dir=bin_root))
+    argv = plan.module.build_args(plan.version, tmp_out)
+    shown = " ".join(argv)
+    if go is None:
+        raise BuildError(
+            f"building {plan.module.name} {plan.version} needs the Go toolchain, but `go` is not on PATH. "
+            f"Install Go >= 1.25 and re-run (command: cd {plan.source} && {shown})"
+        )
+    env = dict(os.environ)
+    # VCS stamping would make the link step depend on the checkout's git state.
+    env["GOFLAGS"] = " ".join(filter(None, [env.get("GOFLAGS", ""), "-buildvcs=false"]))
+    say(f"building {plan.module.name} {plan.version} ({', '.join(plan.module.binaries)}); log: {log_path}")
+    started = time.monotonic()
+    compiled = 0
+    with open(log_path, "w", encoding="utf-8") as log:
+        log.write(f"$ cd {plan.source} && {shown}\n")
+        log.flush()
+        proc = subprocess.Popen(
+            argv, cwd=plan.source, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        done = threading.Event()
+
+        def report() -> None:
+            while not done.wait(20.0):
+                say(f"  {plan.module.name}: {compiled} packages compiled, {_format_elapsed(time.monotonic() - started)}")
+
+        reporter = threading.Thread(target=report, daemon=True)
+        reporter.start()
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(line)
+            # `go build -v` names each package as it is compiled; errors are
+            # indented or contain a colon, so only count plain import paths.
+            if line.strip() and " " not in line.strip() and ":" not in line:
+                compiled += 1
+        code = proc.wait()
+        done.set()
+        reporter.join()
+    elapsed = _format_elapsed(time.monotonic() - started)
+    if code != 0:
+        shutil.rmtree(tmp_out, ignore_errors=True)
+        tail = "".join(log_path.read_text(errors="replace").splitlines(keepends=True)[-15:])
+        raise BuildError(
+            f"building {plan.module.name} {plan.version} failed (exit {code}) after {elapsed}.\n"
+            f"command: cd {plan.source} && {shown}\nlog: {log_path}\nlast lines:\n{tail}"
+        )
+    missing = [b for b in plan.module.binaries if not (tmp_out / b).is_file()]
+    if missing:
+        shutil.rmtree(tmp_out, ignore_errors=True)
+        raise BuildError(f"go build of {plan.module.name} succeeded but did not produce {missing}; log: {log_path}")
+    final = bin_root / plan.entry
+    try:
+        tmp_out.rename(final)
+    except OSError:
+        # A concurrent build won the race; its result is equivalent.
+        shutil.rmtree(tmp_out, ignore_errors=True)
+    say(f"built {plan.module.name} {plan.version} in {elapsed} ({compiled} packages compiled)")
+
+
+def binary_paths(*, source: str | os.PathLike[str] | None = None) -> dict[str, Path] | None:
+    """Paths of every cached binary, or None when any is missing (no building)."""
+    root = cache_dir()
+    paths: dict[str, Path] = {}
+    source_root = find_source_dir(source)
+    for module in MODULES:
+        entry = root / "bin" / _plan(module, source_root).entry
+        for binary in module.binaries:
+            path = entry / binary
+            if not os.access(path, os.X_OK):
+                return None
+            paths[binary] = path
+    return paths
+
+
+def ensure_binaries(
+    *, source: str | os.PathLike[str] | None = None, say: Callable[[str], None] | None = None
+) -> tuple[dict[str, Path], dict[str, str]]:
+    """Return ``({binary name: path}, {module name: version})``, building what is missing.
+
+    Builds run serially and print progress through ``say`` (default: stderr).
+    Raises :class:`BuildError` naming the failed component, the command and
+    the log path; the caller should print it and exit non-zero.
+    """
+    emit = say or (lambda msg: print(f"ring-devcluster: {msg}", file=sys.stderr, flush=True))
+    source_root = find_source_dir(source)
+    root = cache_dir()
+    paths: dict[str, Path] = {}
+    plans = [_plan(m, source_root) for m in MODULES]
+    todo = [p for p in plans if not all(os.access(root / "bin" / p.entry / b, os.X_OK) for b in p.module.binaries)]
+    if todo:
+        emit(
+            f"building {len(todo)} of {len(plans)} modules into {root / 'bin'} "
+            "(a cold build takes 15-30 minutes on 2 cores; later runs reuse it)"
+        )
+    for plan in todo:
+        _build(plan, root=root, say=emit)
+    for plan in plans:
+        for binary in plan.module.binaries:
+            paths[binary] = root / "bin" / plan.entry / binary
+    return paths, _wrapper_versions(source_root)

@@ -1,0 +1,146 @@
+"""The ``ring-devcluster`` command: ``up``, ``status``, ``down``, ``build``.
+
+A thin layer over :mod:`ringcontroller.devcluster.cluster`: parse flags, print
+progress to stderr and the result to stdout, map failures to a message and a
+non-zero exit code (1: failed, 2: usage, 3: ``status`` found it unhealthy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from ringcontroller.devcluster import build, cluster
+from ringcontroller.devcluster.pki import PkiError
+
+_EPILOG = """\
+examples:
+  ring-devcluster up                  # build on first use (long), start, print KUBECONFIG
+  eval "$(ring-devcluster up -q)"     # start and export KUBECONFIG in this shell
+  ring-devcluster status              # components, pids, health; exit 3 if unhealthy
+  ring-devcluster down                # stop exactly the processes `up` started
+
+environment:
+  RING_DEVCLUSTER_STATE   default state directory (else ~/.local/state/ring-devcluster)
+  RING_DEVCLUSTER_CACHE   binary cache (else ~/.cache/ring-devcluster)
+  RING_DEVCLUSTER_SOURCE  the Go wrapper modules (else <repo>/build/devcluster)
+"""
+
+
+def _say(message: str) -> None:
+    print(f"ring-devcluster: {message}", file=sys.stderr, flush=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ring-devcluster",
+        description=(
+            "A real local Kubernetes control plane (etcd, kube-apiserver with RBAC, "
+            "kube-controller-manager, kube-scheduler, kwok fake nodes) on loopback. "
+            "Pods on the fake nodes become Running with IPs in 127.1.0.0/16."
+        ),
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        help=f"directory owning the cluster (default: {cluster.default_state_dir()})",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    up = sub.add_parser(
+        "up", parents=[common], help="start the cluster (or reuse a healthy one); write STATE_DIR/kubeconfig"
+    )
+    up.add_argument("--nodes", type=int, default=cluster.DEFAULT_NODES, help="fake nodes to register (default 4)")
+    up.add_argument("--source", type=Path, default=None, help="the Go wrapper modules (build/devcluster)")
+    up.add_argument("-q", "--quiet", action="store_true", help="no usage hints after start-up (progress still goes to stderr)")
+    sub.add_parser("status", parents=[common], help="show components, pids and health; exit 3 if unhealthy")
+    down = sub.add_parser("down", parents=[common], help="stop the processes `up` started")
+    down.add_argument("--purge", action="store_true", help="also delete the state directory's data, PKI and logs")
+    bld = sub.add_parser("build", help="only build (or find cached) binaries and print their paths")
+    bld.add_argument("--source", type=Path, default=None, help="the Go wrapper modules (build/devcluster)")
+    return parser
+
+
+def _up(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    # Progress goes to stderr even with --quiet (a silent 20-minute cold build
+    # looks like a hang); stdout carries only the export line.
+    c = cluster.ensure_up(state_dir=args.state_dir, nodes=args.nodes, source=args.source, say=_say)
+    if not args.quiet:
+        _say(f"up in {time.monotonic() - started:.1f}s: {c.server} (Kubernetes {c.versions.get('kube', '?')}, "
+             f"etcd {c.versions.get('etcd', '?')}, kwok {c.versions.get('kwok', '?')}), {args.nodes} fake nodes")
+        _say(f"logs: {c.state_dir / 'logs'}; stop with: ring-devcluster down --state-dir {c.state_dir}")
+        _say("use it with:")
+    print(f"export KUBECONFIG={c.kubeconfig}")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    c = cluster.load(args.state_dir)
+    where = args.state_dir or cluster.default_state_dir()
+    if c is None:
+        print(f"no cluster in {where}")
+        return 3
+    statuses = c.status()
+    print(f"state dir: {c.state_dir}\napiserver: {c.server}\nkubeconfig: {c.kubeconfig}")
+    print(f"{'COMPONENT':<25} {'PID':>8} {'RSS':>8}  {'HEALTH':<8} DETAIL")
+    for s in statuses:
+        health = "ok" if s.healthy else ("failing" if s.running else "stopped")
+        detail = "" if s.healthy else s.detail.splitlines()[0][:80] if s.detail else ""
+        mem = f"{_rss_kib(s.pid) / 1024:.0f}M" if s.pid else "-"
+        print(f"{s.name:<25} {s.pid or '-':>8} {mem:>8}  {health:<8} {detail}")
+    ok = all(s.healthy for s in statuses)
+    rss = sum(_rss_kib(s.pid) for s in statuses if s.pid)
+    print(f"healthy: {'yes' if ok else 'no'}; resident memory: {rss / 1024:.0f} MiB")
+    return 0 if ok else 3
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    stopped = cluster.down(args.state_dir, purge=args.purge)
+    print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+    return 0
+
+
+def _build(args: argparse.Namespace) -> int:
+    paths, versions = build.ensure_binaries(source=args.source, say=_say)
+    print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    for name, path in paths.items():
+        print(f"{name}: {path}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``ring-devcluster`` console script."""
+    args = _parser().parse_args(argv)
+    if args.command == "up" and not 1 <= args.nodes <= 250:
+        _say("--nodes must be between 1 and 250")
+        return 2
+    handlers = {"up": _up, "status": _status, "down": _down, "build": _build}
+    try:
+        return handlers[args.command](args)
+    except (build.BuildError, cluster.ClusterError, PkiError) as err:
+        _say(f"error: {err}")
+        return 1
+    except KeyboardInterrupt:
+        _say("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

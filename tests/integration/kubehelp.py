@@ -1,0 +1,139 @@
+"""Small sync helpers for integration tests on the real control plane."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from kubernetes import watch
+from kubernetes.client.rest import ApiException
+
+from tests.factories import volcano_pod
+
+T = TypeVar("T")
+Json = dict[str, Any]
+
+
+def wait_for(fn: Callable[[], T | None], *, timeout: float = 60.0, interval: float = 0.1, what: str = "condition") -> T:
+    """Poll ``fn`` until it returns something truthy; fail with ``what`` on timeout."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def create_volcano_job(k8s: Any, namespace: str, job: Json) -> Json:
+    """Create the Volcano Job; returns it as stored (with its uid)."""
+    job = json.loads(json.dumps(job))
+    job["metadata"]["namespace"] = namespace
+    job.pop("status", None)
+    return k8s.custom.create_namespaced_custom_object("batch.volcano.sh", "v1alpha1", namespace, "jobs", job)  # type: ignore[no-any-return]
+
+
+def set_job_version(k8s: Any, namespace: str, name: str, version: int) -> Json:
+    """Set ``status.version`` through the status subresource, as Volcano does on restart."""
+    return k8s.custom.patch_namespaced_custom_object_status(  # type: ignore[no-any-return]
+        "batch.volcano.sh", "v1alpha1", namespace, "jobs", name, {"status": {"version": version}}
+    )
+
+
+def create_pods(k8s: Any, job: Json, members: list[tuple[str, int]], *, version: int = 0, **kw: Any) -> list[Json]:
+    """Create pods for ``members`` [(task, index)] the way Volcano's job controller does."""
+    out = []
+    for task, index in members:
+        body = volcano_pod(job, task=task, index=index, version=version, **kw)
+        out.append(k8s.api.sanitize_for_serialization(k8s.core.create_namespaced_pod(job["metadata"]["namespace"], body)))
+    return out
+
+
+def all_members(job: Json) -> list[tuple[str, int]]:
+    """Every (task, index) of a Volcano Job, in spec order."""
+    return [(t["name"], i) for t in job["spec"]["tasks"] for i in range(t["replicas"])]
+
+
+def running_pods(k8s: Any, namespace: str, names: list[str]) -> dict[str, Json] | None:
+    """The pods by name if all are Running with an IP, else None."""
+    out = {}
+    for name in names:
+        pod = k8s.core.read_namespaced_pod(name, namespace)
+        if pod.status.phase != "Running" or not pod.status.pod_ip:
+            return None
+        out[name] = pod
+    return out
+
+
+def read_configmap(k8s: Any, namespace: str, name: str) -> Any | None:
+    """The ConfigMap, or None."""
+    try:
+        return k8s.core.read_namespaced_config_map(name, namespace)
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+def read_spec(k8s: Any, namespace: str, name: str) -> Json | None:
+    """``cluster.json`` of ConfigMap ``name`` parsed, or None."""
+    cm = read_configmap(k8s, namespace, name)
+    if cm is None or not cm.data or "cluster.json" not in cm.data:
+        return None
+    return json.loads(cm.data["cluster.json"])  # type: ignore[no-any-return]
+
+
+def wait_spec(k8s: Any, namespace: str, name: str, *, status: str = "completed", timeout: float = 60.0, where: Callable[[Json], bool] = lambda s: True) -> Json:
+    """Wait until ``cluster.json`` has ``status`` (and ``where`` holds)."""
+    def check() -> Json | None:
+        spec = read_spec(k8s, namespace, name)
+        return spec if spec and spec["status"] == status and where(spec) else None
+
+    return wait_for(check, timeout=timeout, what=f"ConfigMap {namespace}/{name} {status}")
+
+
+def events_for(k8s: Any, namespace: str, name: str) -> list[Any]:
+    """Events whose involved object is named ``name``."""
+    return [e for e in k8s.core.list_namespaced_event(namespace).items if e.involved_object.name == name]
+
+
+class SpecRecorder:
+    """Watches one ConfigMap in a thread and records every (status, epoch) it shows."""
+
+    def __init__(self, k8s: Any, namespace: str, name: str) -> None:
+        self.seen: list[tuple[str, int]] = []
+        self._k8s, self._ns, self._name = k8s, namespace, name
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            w = watch.Watch()
+            try:
+                for ev in w.stream(
+                    self._k8s.core.list_namespaced_config_map, self._ns,
+                    field_selector=f"metadata.name={self._name}", timeout_seconds=5,
+                ):
+                    data = ev["object"].data or {}
+                    if "cluster.json" in data:
+                        spec = json.loads(data["cluster.json"])
+                        entry = (spec["status"], spec["epoch"])
+                        if not self.seen or self.seen[-1] != entry:
+                            self.seen.append(entry)
+                    if self._stop.is_set():
+                        break
+            except Exception:  # noqa: BLE001 - keep watching until stopped
+                time.sleep(0.2)
+            finally:
+                w.stop()
+
+    def stop(self) -> list[tuple[str, int]]:
+        """Stop watching; returns what was seen, in order."""
+        self._stop.set()
+        self._thread.join(timeout=10)
+        return self.seen

@@ -1,0 +1,120 @@
+"""Pure helpers of ring-devcluster: node layout, build cache keys, process identity."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ringcontroller.devcluster import build, cluster, kwok
+
+
+@pytest.mark.parametrize(
+    "index, name, cidr, host_ip",
+    [
+        pytest.param(0, "kwok-node-0", "127.1.0.0/24", "127.2.0.1", id="first"),
+        pytest.param(3, "kwok-node-3", "127.1.3.0/24", "127.2.0.4", id="fourth"),
+        pytest.param(249, "kwok-node-249", "127.1.249.0/24", "127.2.0.250", id="last"),
+    ],
+)
+def test_node_layout(index: int, name: str, cidr: str, host_ip: str) -> None:
+    assert kwok.node_name(index) == name
+    assert kwok.node_pod_cidr(index) == cidr
+    assert kwok.node_host_ip(index) == host_ip
+    manifest = kwok.node_manifest(index)
+    assert manifest["spec"]["podCIDRs"] == [cidr]
+    assert manifest["metadata"]["labels"]["type"] == "kwok"
+    assert manifest["metadata"]["annotations"][kwok.HOST_IP_ANNOTATION] == host_ip
+
+
+def test_node_layout_keeps_host_ips_out_of_every_pod_cidr() -> None:
+    cidrs = [ipaddress.ip_network(kwok.node_pod_cidr(i)) for i in range(kwok.MAX_NODES)]
+    assert len(set(cidrs)) == kwok.MAX_NODES
+    assert all(c.subnet_of(kwok.POD_NETWORK) for c in cidrs)  # type: ignore[arg-type]
+    for i in range(kwok.MAX_NODES):
+        assert ipaddress.ip_address(kwok.node_host_ip(i)) not in kwok.POD_NETWORK
+        assert ipaddress.ip_address(kwok.node_host_ip(i)).is_loopback
+
+
+@pytest.mark.parametrize("index", [-1, kwok.MAX_NODES], ids=["negative", "too-many"])
+def test_node_index_out_of_range(index: int) -> None:
+    with pytest.raises(ValueError):
+        kwok.node_pod_cidr(index)
+
+
+def test_kwok_stages_parse_and_cover_node_and_pod_lifecycle() -> None:
+    stages = list(yaml.safe_load_all(kwok.STAGES))
+    kinds = sorted({s["spec"]["resourceRef"]["kind"] for s in stages})
+    assert kinds == ["Node", "Pod"]
+    assert any(s["spec"]["next"].get("delete") for s in stages)
+    assert all(s["kind"] == "Stage" for s in stages)
+
+
+GO_MOD = """module x
+
+go 1.25.0
+
+require k8s.io/kubernetes v1.35.4
+
+require (
+\tk8s.io/api v0.35.4 // indirect
+)
+
+replace k8s.io/api => k8s.io/api v0.35.4
+"""
+
+
+def test_module_version_reads_require_lines() -> None:
+    assert build.module_version(GO_MOD, "k8s.io/kubernetes") == "v1.35.4"
+    assert build.module_version(GO_MOD, "k8s.io/api") == "v0.35.4"
+    with pytest.raises(build.BuildError):
+        build.module_version(GO_MOD, "go.etcd.io/etcd/server/v3")
+
+
+def test_cache_key_changes_with_sources_and_flags() -> None:
+    files = {"go.mod": b"a", "go.sum": b"b"}
+    base = build.cache_key(files=files, argv=["go", "build", "-trimpath"])
+    assert base == build.cache_key(files=dict(reversed(list(files.items()))), argv=["go", "build", "-trimpath"])
+    assert base != build.cache_key(files={**files, "go.sum": b"c"}, argv=["go", "build", "-trimpath"])
+    assert base != build.cache_key(files={**files, "main.go": b""}, argv=["go", "build", "-trimpath"])
+    assert base != build.cache_key(files=files, argv=["go", "build"])
+
+
+def test_kube_ldflags_stamp_the_release() -> None:
+    kube = next(m for m in build.MODULES if m.name == "kube")
+    flags = kube.ldflags("v1.35.4")
+    assert "version.gitVersion=v1.35.4" in flags
+    assert "version.gitMajor=1" in flags and "version.gitMinor=35" in flags
+    etcd = next(m for m in build.MODULES if m.name == "etcd")
+    assert etcd.ldflags("v3.6.16") == "-s -w"
+
+
+def test_repository_wrapper_modules_are_found_and_versioned() -> None:
+    source = build.find_source_dir()
+    for module in build.MODULES:
+        text = (source / module.name / "go.mod").read_text()
+        assert build.module_version(text, module.requirement).startswith("v")
+
+
+def test_cache_dir_honours_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("RING_DEVCLUSTER_CACHE", str(tmp_path / "c"))
+    assert build.cache_dir() == tmp_path / "c"
+    monkeypatch.delenv("RING_DEVCLUSTER_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert build.cache_dir() == tmp_path / "ring-devcluster"
+
+
+def test_pid_record_identifies_a_process_by_start_time_and_binary() -> None:
+    pid = os.getpid()
+    start = cluster._proc_start_time(pid)
+    assert start is not None
+    argv0 = cluster._proc_argv0(pid)
+    assert argv0 is not None
+    assert cluster._PidRecord(pid=pid, start_time=start, binary=argv0).alive()
+    # A recycled pid (other start time) or another program is not ours.
+    assert not cluster._PidRecord(pid=pid, start_time=start + 1, binary=argv0).alive()
+    assert not cluster._PidRecord(pid=pid, start_time=start, binary=sys.executable + "-other").alive()

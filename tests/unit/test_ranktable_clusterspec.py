@@ -1,0 +1,258 @@
+"""cluster.json: canonical rendering, round trips, and every rejection rule of the parser.
+
+Also home of :func:`make_spec`, the spec builder the other ranktable tests import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+
+from ranktable.clusterspec import (
+    STATUS_COMPLETED,
+    STATUS_INITIALIZING,
+    ClusterSpec,
+    Device,
+    JobRef,
+    Member,
+    PodNotInSpec,
+    SpecError,
+    member_for_pod,
+    role_for_task,
+    spec_from_json,
+    spec_to_json,
+)
+
+JOB = JobRef(
+    kind="Job", api_version="batch.volcano.sh/v1alpha1", namespace="default", name="job", uid="job-uid", version=0
+)
+
+
+def make_member(rank: int, task: str, index: int, *, devices: int = 0, job: str = "job") -> Member:
+    """Member ``rank`` of task ``task``: IP 127.1.0.<rank+1>, port 2222+rank, ``devices`` NPUs."""
+    pod = f"{job}-{task}-{index}"
+    return Member(
+        rank=rank,
+        task=task,
+        role=role_for_task(task),
+        index=index,
+        pod=pod,
+        uid=f"uid-{pod}",
+        ip=f"127.1.0.{rank + 1}",
+        port=2222 + rank,
+        node="node-0",
+        host=f"192.168.0.{10 + rank}" if devices else "",
+        devices=tuple(Device(device_id=str(d), device_ip=f"192.168.{100 + d}.{rank + 1}") for d in range(devices)),
+    )
+
+
+def make_spec(
+    tasks: list[tuple[str, int]],
+    *,
+    status: str = STATUS_COMPLETED,
+    epoch: int = 1,
+    devices: int = 0,
+    present: set[int] | None = None,
+) -> ClusterSpec:
+    """A spec of ``tasks`` ([(name, replicas)], ranks in task order then index).
+
+    ``present`` keeps only those ranks (for initializing specs).
+    """
+    members = []
+    rank = 0
+    for task, replicas in tasks:
+        for index in range(replicas):
+            if present is None or rank in present:
+                members.append(make_member(rank, task, index, devices=devices))
+            rank += 1
+    return ClusterSpec(status=status, job=JOB, epoch=epoch, expected=rank, members=tuple(members))
+
+
+def spec_dict(**changes: Any) -> dict[str, Any]:
+    """The JSON object of a valid 2-worker completed spec, with top-level ``changes``."""
+    obj: dict[str, Any] = json.loads(spec_to_json(make_spec([("worker", 2)])))
+    obj.update(changes)
+    return obj
+
+
+def test_golden_text_has_the_contract_keys_and_int_types() -> None:
+    spec = ClusterSpec(
+        status=STATUS_COMPLETED,
+        job=JOB,
+        epoch=3,
+        expected=1,
+        members=(make_member(0, "worker", 0, devices=1),),
+    )
+    assert spec_to_json(spec) == (
+        '{"epoch":3,"expected":1,"job":{"apiVersion":"batch.volcano.sh/v1alpha1","kind":"Job","name":"job",'
+        '"namespace":"default","uid":"job-uid","version":0},"members":[{"devices":[{"device_id":"0",'
+        '"device_ip":"192.168.100.1"}],"host":"192.168.0.10","index":0,"ip":"127.1.0.1","node":"node-0",'
+        '"pod":"job-worker-0","port":2222,"rank":0,"role":"worker","task":"worker","uid":"uid-job-worker-0"}],'
+        '"status":"completed"}'
+    )
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        pytest.param(make_spec([("worker", 3)]), id="workers"),
+        pytest.param(make_spec([("chief", 1), ("worker", 2), ("ps", 1)], devices=2), id="mixed-with-devices"),
+        pytest.param(
+            make_spec([("worker", 4)], status=STATUS_INITIALIZING, present={0, 2}), id="initializing-with-gaps"
+        ),
+        pytest.param(make_spec([("worker", 2)], status=STATUS_INITIALIZING, present=set()), id="initializing-empty"),
+    ],
+)
+def test_round_trip_is_identity(spec: ClusterSpec) -> None:
+    text = spec_to_json(spec)
+    assert spec_from_json(text) == spec
+    assert spec_to_json(spec_from_json(text)) == text
+
+
+def test_equal_specs_render_equal_text_whatever_the_input_key_order() -> None:
+    text = spec_to_json(make_spec([("chief", 1), ("worker", 2)]))
+    shuffled = json.dumps(dict(reversed(list(json.loads(text).items()))), indent=2)
+    assert shuffled != text
+    assert spec_to_json(spec_from_json(shuffled)) == text
+
+
+def test_unknown_keys_are_ignored_and_optional_member_keys_default() -> None:
+    obj = spec_dict(future_key={"x": 1})
+    for member in obj["members"]:
+        del member["host"]
+        del member["devices"]
+        member["extra"] = True
+    spec = spec_from_json(json.dumps(obj))
+    assert [m.host for m in spec.members] == ["", ""]
+    assert [m.devices for m in spec.members] == [(), ()]
+
+
+@pytest.mark.parametrize(
+    ("task", "role"),
+    [
+        ("chief", "chief"),
+        ("worker", "worker"),
+        ("ps", "ps"),
+        ("evaluator", "evaluator"),
+        ("trainer", "worker"),
+        ("master", "worker"),
+        ("Chief", "worker"),
+    ],
+)
+def test_role_for_task(task: str, role: str) -> None:
+    assert role_for_task(task) == role
+
+
+def test_member_for_pod_names_the_pods_it_has() -> None:
+    spec = make_spec([("worker", 2)], epoch=7)
+    assert member_for_pod(spec, "job-worker-1").rank == 1
+    with pytest.raises(PodNotInSpec) as caught:
+        member_for_pod(spec, "job-worker-9")
+    assert caught.value.pods == ("job-worker-0", "job-worker-1")
+    assert "job-worker-0, job-worker-1" in str(caught.value) and "epoch 7" in str(caught.value)
+
+
+def _with_member(position: int, **changes: Any) -> dict[str, Any]:
+    obj = spec_dict()
+    obj["members"][position].update(changes)
+    return obj
+
+
+MALFORMED: list[Any] = [
+    pytest.param("{", "not valid JSON", id="not-json"),
+    pytest.param("[]", "expected a JSON object, got a list", id="not-an-object"),
+    pytest.param(spec_dict(status="done"), "status: 'done'", id="unknown-status"),
+    pytest.param({k: v for k, v in spec_dict().items() if k != "job"}, "job: missing", id="job-missing"),
+    pytest.param(
+        spec_dict(job={**spec_dict()["job"], "version": "1"}),
+        "job.version: expected an integer",
+        id="job-version-string",
+    ),
+    pytest.param(spec_dict(job={**spec_dict()["job"], "name": ""}), "job.name: must not be empty", id="job-name-empty"),
+    pytest.param(spec_dict(epoch=True), "epoch: expected an integer, got a boolean", id="epoch-bool"),
+    pytest.param(spec_dict(epoch=-1), "epoch: -1 is not a non-negative integer", id="epoch-negative"),
+    pytest.param(spec_dict(expected=2.0), "expected: expected an integer, got a number", id="expected-float"),
+    pytest.param(spec_dict(members={}), "members: expected a list", id="members-not-a-list"),
+    pytest.param(spec_dict(members=[1]), "members[0]: expected a JSON object", id="member-not-an-object"),
+    pytest.param(_with_member(0, rank="0"), "members[0].rank: expected an integer, got a string", id="rank-string"),
+    pytest.param(_with_member(1, rank=0), "members[1].rank: 0 after rank 0", id="rank-duplicate"),
+    pytest.param(
+        spec_dict(members=list(reversed(spec_dict()["members"]))),
+        "members[1].rank: 0 after rank 1",
+        id="ranks-out-of-order",
+    ),
+    pytest.param(
+        spec_dict(expected=1, status="initializing"),
+        "members[1].rank: 1 is not below expected (1)",
+        id="rank-not-below-expected",
+    ),
+    pytest.param(_with_member(0, port=0), "members[0].port: 0 is not a port number", id="port-zero"),
+    pytest.param(_with_member(0, port=65536), "members[0].port: 65536", id="port-too-big"),
+    pytest.param(_with_member(0, port="2222"), "members[0].port: expected an integer", id="port-string"),
+    pytest.param(_with_member(0, ip="10.0.0.300"), "members[0].ip: '10.0.0.300' is not an IP address", id="ip-invalid"),
+    pytest.param(_with_member(0, ip="job-worker-0.svc"), "members[0].ip", id="ip-is-a-hostname"),
+    pytest.param(_with_member(0, host="node-a"), "members[0].host: 'node-a' is not an IP address", id="host-invalid"),
+    pytest.param(
+        _with_member(1, pod="job-worker-0"), "members[1].pod: 'job-worker-0' appears twice", id="pod-duplicate"
+    ),
+    pytest.param(_with_member(1, index=0), "task 'worker' index 0 appears twice", id="task-index-duplicate"),
+    pytest.param(_with_member(0, pod=""), "members[0].pod: must not be empty", id="pod-empty"),
+    pytest.param(_with_member(0, uid=None), "members[0].uid: expected a string, got null", id="uid-null"),
+    pytest.param(
+        spec_dict(members=spec_dict()["members"][:1]), "completed but members holds 1 of 2", id="completed-short"
+    ),
+    pytest.param(
+        _with_member(0, devices=[{"device_id": "-1", "device_ip": "192.168.100.1"}]),
+        "members[0].devices[0].device_id: '-1'",
+        id="device-id-negative",
+    ),
+    pytest.param(
+        _with_member(0, devices=[{"device_id": 0, "device_ip": "192.168.100.1"}]),
+        "members[0].devices[0].device_id: expected a string, got an integer",
+        id="device-id-int",
+    ),
+    pytest.param(
+        _with_member(0, devices=[{"device_id": "0", "device_ip": "x"}]),
+        "members[0].devices[0].device_ip: 'x' is not an IP address",
+        id="device-ip-invalid",
+    ),
+    pytest.param(
+        _with_member(
+            0,
+            devices=[
+                {"device_id": "0", "device_ip": "192.168.100.1"},
+                {"device_id": "1", "device_ip": "192.168.100.1"},
+            ],
+        ),
+        "members[0].devices[1].device_ip: '192.168.100.1' appears twice",
+        id="device-ip-duplicate",
+    ),
+]
+
+
+@pytest.mark.parametrize(("document", "message"), MALFORMED)
+def test_malformed_spec_is_rejected_with_a_precise_message(document: Any, message: str) -> None:
+    text = document if isinstance(document, str) else json.dumps(document)
+    with pytest.raises(SpecError) as caught:
+        spec_from_json(text)
+    assert message in str(caught.value)
+
+
+def test_writer_refuses_what_the_reader_would_reject() -> None:
+    good = make_spec([("worker", 2)])
+    short = ClusterSpec(status=STATUS_COMPLETED, job=JOB, epoch=1, expected=3, members=good.members)
+    with pytest.raises(SpecError, match="completed but members holds 2 of 3"):
+        spec_to_json(short)
+    swapped = ClusterSpec(status=STATUS_COMPLETED, job=JOB, epoch=1, expected=2, members=tuple(reversed(good.members)))
+    with pytest.raises(SpecError, match="ordered by unique ranks"):
+        spec_to_json(swapped)
+
+
+def test_ipv6_member_address_is_bracketed() -> None:
+    member = make_member(0, "worker", 0)
+    v6 = dataclasses.replace(member, ip="fd00::1")
+    assert v6.address == "[fd00::1]:2222"
+    assert member.address == "127.1.0.1:2222"
