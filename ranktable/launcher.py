@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         source = ApiSource(namespace=namespace, name=name, kubeconfig=args.kubeconfig, log=_log)
     else:
-        source = FileSource(args.config_dir or default_config_dir(), interval=args.poll_interval, log=_log)
+        source = FileSource(args.config_dir or default_config_dir(), interval=args.poll_interval)
 
     identity = identity_from_env(args.pod)
     try:

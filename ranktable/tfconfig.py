@@ -94,7 +94,7 @@ def setup_tf_config(
     """
     from ranktable import wait
 
-    source = wait.FileSource(config_dir or wait.default_config_dir(), log=_log)
+    source = wait.FileSource(config_dir or wait.default_config_dir())
     identity = wait.identity_from_env(pod)
     ready = wait.wait_for_spec(
         source, identity, timeout=wait.default_timeout() if timeout is None else timeout, progress=_log

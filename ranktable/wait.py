@@ -150,11 +150,10 @@ class Ready:
 class FileSource:
     """Polls ``DIR/cluster.json`` (and ``DIR/hccl.json``) every ``interval`` seconds."""
 
-    def __init__(self, config_dir: str, *, interval: float = DEFAULT_POLL_INTERVAL, log: Log = quiet) -> None:
+    def __init__(self, config_dir: str, *, interval: float = DEFAULT_POLL_INTERVAL) -> None:
         self.config_dir = config_dir
         self.interval = interval
         self.where = os.path.join(config_dir, CLUSTER_FILE)
-        self._log = log
 
     def observe(self, deadline: float) -> Iterator[Observation]:
         while True:

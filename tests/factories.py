@@ -94,6 +94,7 @@ def volcano_pod(
     node: str = "",
     devices: Json | str | None = None,
     name_suffix: str = "",
+    annotations: dict[str, str] | None = None,
 ) -> Json:
     """A pod of ``job``'s ``task`` at ``index`` as Volcano's job controller makes it.
 
@@ -114,7 +115,8 @@ def volcano_pod(
             "volcano.sh/task-index": str(index),
         }
     )
-    annotations = {
+    pod_annotations = {
+        **(annotations or {}),
         "volcano.sh/job-name": job_name,
         "volcano.sh/job-version": str(version),
         "volcano.sh/task-spec": task,
@@ -123,7 +125,7 @@ def volcano_pod(
         "scheduling.k8s.io/group-name": f"{job_name}-{meta.get('uid', '')}",
     }
     if devices is not None:
-        annotations[DEVICE_ANNOTATION] = devices if isinstance(devices, str) else json.dumps(devices)
+        pod_annotations[DEVICE_ANNOTATION] = devices if isinstance(devices, str) else json.dumps(devices)
     pod: Json = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -131,7 +133,7 @@ def volcano_pod(
             "name": f"{job_name}-{task}-{index}{name_suffix}",
             "namespace": meta.get("namespace", "default"),
             "labels": labels,
-            "annotations": annotations,
+            "annotations": pod_annotations,
             "ownerReferences": [
                 {
                     "apiVersion": "batch.volcano.sh/v1alpha1",

@@ -80,16 +80,16 @@ def volume(tmp_path: Path) -> KubeletDir:
 
 def test_reads_racing_atomic_swaps_never_see_torn_or_mixed_versions(volume: KubeletDir) -> None:
     volume.publish(
-        {"cluster.json": json.dumps({"epoch": 0, "pad": "x" * 20000}), "hccl.json": json.dumps({"marker": 0})}
+        {"cluster.json": json.dumps({"epoch": 0, "pad": "x" * 8000}), "hccl.json": json.dumps({"marker": 0})}
     )
     source = FileSource(str(volume.root))
     stop = threading.Event()
 
     def writer() -> None:
-        for epoch in range(1, 301):
+        for epoch in range(1, 151):
             volume.publish(
                 {
-                    "cluster.json": json.dumps({"epoch": epoch, "pad": "x" * 20000}),
+                    "cluster.json": json.dumps({"epoch": epoch, "pad": "x" * 8000}),
                     "hccl.json": json.dumps({"marker": epoch}),
                 }
             )
@@ -344,7 +344,8 @@ def test_launcher_without_devices_sets_no_rank_table(volume: KubeletDir) -> None
 
 def test_launcher_exit_code_and_signals_pass_through(volume: KubeletDir) -> None:
     volume.publish_spec(make_spec([("worker", 1)]))
-    exits = run(launcher(volume.root, command=[sys.executable, "-c", "raise SystemExit(7)"]), child_env(POD_NAME="job-worker-0"))
+    seven = [sys.executable, "-c", "raise SystemExit(7)"]
+    exits = run(launcher(volume.root, command=seven), child_env(POD_NAME="job-worker-0"))
     assert exits.returncode == 7
     trap = (
         "import signal,sys,time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(42));"
@@ -365,7 +366,7 @@ def test_launcher_exit_code_and_signals_pass_through(volume: KubeletDir) -> None
 
 def test_launcher_times_out_with_124_saying_what_it_saw(volume: KubeletDir) -> None:
     volume.publish_spec(make_spec([("worker", 2)], status=STATUS_INITIALIZING, present={1}, epoch=2))
-    result = run(launcher(volume.root, "--timeout", "0.3"), child_env(POD_NAME="job-worker-1"))
+    result = run(launcher(volume.root, "--timeout", "0.2"), child_env(POD_NAME="job-worker-1"))
     assert result.returncode == 124
     assert "timed out after 0s" in result.stderr
     assert "last seen: spec initializing: epoch 2, members 1/2" in result.stderr
@@ -374,7 +375,7 @@ def test_launcher_times_out_with_124_saying_what_it_saw(volume: KubeletDir) -> N
 
 def test_launcher_pod_missing_from_completed_spec_exits_3_listing_pods(volume: KubeletDir) -> None:
     volume.publish_spec(make_spec([("worker", 2)]))
-    result = run(launcher(volume.root, "--timeout", "0.3"), child_env(POD_NAME="job-worker-5"))
+    result = run(launcher(volume.root, "--timeout", "0.2"), child_env(POD_NAME="job-worker-5"))
     assert result.returncode == 3
     assert (
         "'job-worker-5' is not in the cluster spec (epoch 1), which lists: job-worker-0, job-worker-1" in result.stderr

@@ -1,0 +1,185 @@
+"""Real TensorFlow workers get TF_CONFIG from the controller, through ring-launch.
+
+On the local control plane a Volcano Job's pods are created the way Volcano
+creates them; kwok runs them and gives them loopback IPs. For each pod, a real
+TensorFlow process runs here as that pod would: ``ring-launch -- python
+train.py`` with ``POD_NAME`` (and ``POD_UID``) of its pod. Some read the
+spec from a kubelet-style projected directory (file mode), others watch the
+ConfigMap through the API (API mode). Every worker must train in lockstep
+(identical all-reduced losses and weights) and exit 0.
+
+Workers share this machine, and TensorFlow's gRPC server binds
+``0.0.0.0:<port>``, so each pod gets its own port through the
+``ring-controller/port`` annotation.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import watch
+
+from ringcontroller.devcluster.volumes import ConfigMapVolume
+from tests.controllerproc import ControllerProcess
+from tests.e2e import tfharness
+from tests.e2e.tfharness import WorkerGroup, WorkerSpec
+from tests.factories import pod_template, volcano_job
+from tests.integration.kubehelp import create_pods, create_volcano_job, read_spec, running_pods, wait_for, wait_spec
+
+pytestmark = pytest.mark.e2e
+
+STEPS = 6
+RING_LAUNCH = str(Path(sys.executable).with_name("ring-launch"))
+
+
+@pytest.fixture(scope="module")
+def cifar_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tfharness.make_cifar10(tmp_path_factory.mktemp("cifar10"), per_batch=64, seed=11)
+
+
+class RunningTimes:
+    """Records, from a watch, when each pod of a namespace was first seen Running with an IP."""
+
+    def __init__(self, k8s: Any, namespace: str) -> None:
+        self.at: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._k8s, self._ns = k8s, namespace
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            w = watch.Watch()
+            try:
+                for ev in w.stream(self._k8s.core.list_namespaced_pod, self._ns, timeout_seconds=2):
+                    pod = ev["object"]
+                    if pod.status.phase == "Running" and pod.status.pod_ip:
+                        self.at.setdefault(pod.metadata.name, time.time())
+                    if self._stop.is_set():
+                        break
+            finally:
+                w.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def _train_argv(cifar: Path, result: Path) -> list[str]:
+    return [
+        sys.executable, str(tfharness.TRAIN_PY), "--data-dir", str(cifar), "--steps", str(STEPS),
+        "--batch-size", "16", "--learning-rate", "0.05", "--result", str(result),
+    ]
+
+
+def _run_job(
+    *, k8s: Any, namespace: str, kubeconfig: str, tmp_path: Path, cifar: Path, workers: int, api_mode: set[int]
+) -> dict[str, Any]:
+    """Submit a ``workers``-pod job, run one real TF worker per pod; return results and timings."""
+    name = f"tf{workers}"
+    job = create_volcano_job(k8s, namespace, volcano_job(name, tasks=[("worker", workers)], template=pod_template()))
+    ports = tfharness.free_ports(workers)
+    times = RunningTimes(k8s, namespace)
+    configmap = f"rings-config-{name}"
+    names = [f"{name}-worker-{i}" for i in range(workers)]
+    volumes, specs = [], []
+    for i, pod_name in enumerate(names):
+        result = tmp_path / f"result-{i}.json"
+        env = tfharness.worker_env(POD_NAME=pod_name, RING_TIMEOUT="120")
+        if i in api_mode:
+            launch = [RING_LAUNCH, "--from-api", "--kubeconfig", kubeconfig, "--namespace", namespace, "--configmap", configmap]
+        else:
+            directory = tmp_path / f"volume-{i}"
+            volumes.append(ConfigMapVolume(kubeconfig=kubeconfig, namespace=namespace, name=configmap, directory=directory).start())
+            launch = [RING_LAUNCH, "--config-dir", str(directory)]
+        specs.append(WorkerSpec(name=f"worker-{i}", argv=[*launch, "--", *_train_argv(cifar, result)], env=env, result=result))
+    try:
+        # The launchers start first and wait, as in pods whose containers start
+        # before their peers are scheduled; then the pods appear.
+        with WorkerGroup(specs, log_dir=tmp_path / "logs") as group:
+            time.sleep(2.0)
+            # One port per pod: every pod's process shares this machine.
+            pods = [
+                create_pods(k8s, job, [("worker", i)], annotations={"ring-controller/port": str(ports[i])})[0]
+                for i in range(workers)
+            ]
+            codes = group.wait(timeout=240)
+            group.assert_all_succeeded(codes)
+            results = group.results()
+            logs = group.describe()
+    finally:
+        for v in volumes:
+            v.stop()
+        times.stop()
+    spec = read_spec(k8s, namespace, configmap)
+    live = running_pods(k8s, namespace, [p["metadata"]["name"] for p in pods])
+    return {"results": results, "logs": logs, "spec": spec, "ports": ports, "pods": live, "running_at": times.at}
+
+
+@pytest.mark.parametrize("workers, api_mode", [pytest.param(2, {1}, id="2-workers-file-and-api"), pytest.param(3, {0, 2}, id="3-workers-mixed")])
+def test_workers_train_in_sync_with_tf_config_from_the_controller(
+    k8s: Any, namespace: str, kubeconfig: Path, controller: ControllerProcess, tmp_path: Path, cifar_dir: Path,
+    workers: int, api_mode: set[int],
+) -> None:
+    out = _run_job(k8s=k8s, namespace=namespace, kubeconfig=str(kubeconfig), tmp_path=tmp_path, cifar=cifar_dir, workers=workers, api_mode=api_mode)
+    results, spec, live = out["results"], out["spec"], out["pods"]
+    assert spec is not None and spec["status"] == "completed"
+    expected_cluster = [f"{live[m['pod']].status.pod_ip}:{out['ports'][m['index']]}" for m in spec["members"]]
+    assert all(addr.startswith("127.1.") for addr in expected_cluster)
+    for i in range(workers):
+        r = results[f"worker-{i}"]
+        assert r["tf_config_source"] == "environment"
+        assert r["tf_config"] == {"cluster": {"worker": expected_cluster}, "task": {"type": "worker", "index": i}}
+        assert r["workers"] == workers and r["steps"] == STEPS
+    first = results["worker-0"]
+    for i in range(1, workers):
+        assert results[f"worker-{i}"]["losses"] == first["losses"], out["logs"]
+        assert results[f"worker-{i}"]["weights_sha256"] == first["weights_sha256"], out["logs"]
+    last_running = max(out["running_at"].values())
+    lags = [round(results[f"worker-{i}"]["timestamps"]["start"] - last_running, 3) for i in range(workers)]
+    modes = ["api" if i in api_mode else "file" for i in range(workers)]
+    print(f"\nFIGURE last pod Running -> TF_CONFIG in worker (s): {dict(zip(modes, lags))}")
+
+
+def test_pod_replaced_mid_wait_starts_with_the_new_spec(
+    k8s: Any, namespace: str, kubeconfig: Path, controller: ControllerProcess, tmp_path: Path
+) -> None:
+    """A replacement pod whose volume still shows the old completed spec (kubelet lag)
+    must wait for the spec naming ITS uid, and start with the new epoch."""
+    job = create_volcano_job(k8s, namespace, volcano_job("rep", tasks=[("worker", 2)], template=pod_template()))
+    create_pods(k8s, job, [("worker", 0), ("worker", 1)])
+    old = wait_spec(k8s, namespace, "rings-config-rep")
+    directory = tmp_path / "volume"
+    volume = ConfigMapVolume(kubeconfig=str(kubeconfig), namespace=namespace, name="rings-config-rep", directory=directory).start()
+    wait_for(lambda: (directory / "cluster.json").exists(), what="projected cluster.json")
+    volume.stop()  # the kubelet has not synced yet: the file keeps the old spec
+    k8s.core.delete_namespaced_pod("rep-worker-1", namespace, grace_period_seconds=0)
+    wait_for(lambda: "rep-worker-1" not in {p.metadata.name for p in k8s.core.list_namespaced_pod(namespace).items}, what="old pod gone")
+    (new,) = create_pods(k8s, job, [("worker", 1)])
+    launcher = subprocess.Popen(
+        [RING_LAUNCH, "--config-dir", str(directory), "--timeout", "60", "--poll-interval", "0.1", "--",
+         sys.executable, "-c", "import os, json; print(json.dumps({k: os.environ[k] for k in ('TF_CONFIG', 'RING_EPOCH')}))"],
+        env={**tfharness.os.environ, "POD_NAME": "rep-worker-1", "POD_UID": new["metadata"]["uid"]},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    time.sleep(1.5)
+    assert launcher.poll() is None, "the launcher started on the stale spec"
+    newer = wait_spec(k8s, namespace, "rings-config-rep", where=lambda s: s["epoch"] > old["epoch"])
+    volume = ConfigMapVolume(kubeconfig=str(kubeconfig), namespace=namespace, name="rings-config-rep", directory=directory).start()
+    try:
+        out, err = launcher.communicate(timeout=60)
+    finally:
+        volume.stop()
+    assert launcher.returncode == 0, err
+    env = json.loads(out)
+    assert int(env["RING_EPOCH"]) == newer["epoch"] > old["epoch"]
+    new_ip = k8s.core.read_namespaced_pod("rep-worker-1", namespace).status.pod_ip
+    assert json.loads(env["TF_CONFIG"])["cluster"]["worker"][1] == f"{new_ip}:2222"
+    assert json.loads(env["TF_CONFIG"])["task"] == {"type": "worker", "index": 1}
