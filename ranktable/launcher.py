@@ -71,7 +71,8 @@ EXIT_NOT_FOUND: Final = 127
 _EPILOG = """\
 environment read: POD_NAME (else HOSTNAME) names this pod; POD_UID and POD_IP,
 when set, must match the spec's member. RING_CONFIG_DIR, RING_TIMEOUT,
-RING_CONFIGMAP, POD_NAMESPACE give defaults for the options.
+RING_CONFIGMAP (else rings-config-$RING_JOB_NAME), POD_NAMESPACE give defaults
+for the options.
 
 environment set for CMD: TF_CONFIG, RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
 RING_EPOCH, and RANK_TABLE_FILE for jobs with Ascend devices.
@@ -112,7 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--namespace", default=None, help="API mode: namespace (default: $POD_NAMESPACE, else the service account's)"
     )
-    parser.add_argument("--configmap", default=None, help="API mode: ConfigMap name (default: $RING_CONFIGMAP)")
+    parser.add_argument("--configmap", default=None, help="API mode: ConfigMap name (default: $RING_CONFIGMAP, else rings-config-$RING_JOB_NAME)")
     parser.add_argument(
         "--kubeconfig", default=None, help="API mode: kubeconfig file (default: in-cluster, else $KUBECONFIG)"
     )
@@ -169,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         from ranktable.apiwatch import ApiSource, default_namespace
 
         namespace = default_namespace(args.namespace)
-        name = args.configmap or os.environ.get("RING_CONFIGMAP")
+        job = os.environ.get("RING_JOB_NAME")
+        name = args.configmap or os.environ.get("RING_CONFIGMAP") or (f"rings-config-{job}" if job else None)
         if not namespace or not name:
             _log("error: --from-api needs --namespace (or $POD_NAMESPACE) and --configmap (or $RING_CONFIGMAP)")
             return EXIT_USAGE
