@@ -65,7 +65,7 @@ class Decision:
 
 
 def _current(workload: WorkloadRecord, pod: PodRecord) -> bool:
-    if pod.owner_uid and workload.uid and pod.owner_uid != workload.uid:
+    if workload.owns_pods and pod.owner_uid and workload.uid and pod.owner_uid != workload.uid:
         return False
     return pod.version is None or pod.version == workload.version
 
@@ -84,10 +84,12 @@ def _slots(workload: WorkloadRecord, pods: Iterable[PodRecord]) -> list[tuple[st
         live = sorted((p for p in current if not p.deleting), key=lambda p: (p.created, p.name))
         task = workload.tasks[0].name if workload.tasks else ""
         return [(task, i, live[i] if i < len(live) else None) for i in range(workload.expected)]
+    per_job = {t.name: t.per_job for t in workload.tasks}
     by_slot: dict[tuple[str, int], list[PodRecord]] = {}
     for pod in current:
-        if pod.index is not None:
-            by_slot.setdefault((pod.task, pod.index), []).append(pod)
+        if pod.index is not None and pod.task in per_job:
+            index = pod.job_index * per_job[pod.task] + pod.index
+            by_slot.setdefault((pod.task, index), []).append(pod)
     slots: list[tuple[str, int, PodRecord | None]] = []
     for task in workload.tasks:
         for index in range(task.replicas):

@@ -20,6 +20,7 @@ class PodIdentity:
     index: int | None
     version: int | None
     owner_uid: str | None
+    job_index: int = 0
 
 
 def meta_value(meta: dict[str, object], key: str) -> str | None:

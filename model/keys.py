@@ -61,3 +61,22 @@ VOLCANO_JOB_NAME: Final = "volcano.sh/job-name"
 VOLCANO_TASK_SPEC: Final = "volcano.sh/task-spec"
 VOLCANO_TASK_INDEX: Final = "volcano.sh/task-index"
 VOLCANO_JOB_VERSION: Final = "volcano.sh/job-version"
+
+# JobSet and Kubeflow Trainer -----------------------------------------------
+
+JOBSET_GROUP: Final = "jobset.x-k8s.io"
+JOBSET_VERSION: Final = "v1alpha2"
+JOBSET_NAME: Final = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_UID: Final = "jobset.sigs.k8s.io/jobset-uid"
+JOBSET_REPLICATED_JOB: Final = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_JOB_INDEX: Final = "jobset.sigs.k8s.io/job-index"
+JOBSET_RESTART_ATTEMPT: Final = "jobset.sigs.k8s.io/restart-attempt"
+JOB_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
+TRAINER_GROUP: Final = "trainer.kubeflow.org"
+TRAINER_VERSION: Final = "v1alpha1"
+#: The replicated job of a TrainJob's JobSet that runs the training nodes.
+TRAINER_NODE_JOB: Final = "node"
+
+# Deployments -------------------------------------------------------------------
+
+POD_TEMPLATE_HASH: Final = "pod-template-hash"

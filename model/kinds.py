@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from model import volcano
+from model import deployment, jobset, trainjob, volcano
 from model.identity import PodIdentity
 from model.records import WorkloadRecord
 
@@ -27,8 +27,14 @@ class WorkloadKind:
     group: str
     version: str
     plural: str
-    record: Callable[..., WorkloadRecord]
-    identify: Callable[[Json], PodIdentity | None]
+    record: Callable[..., WorkloadRecord | None]
+    identify: Callable[[Json], PodIdentity | None] | None
+    key_prefix: str = ""
+
+    @property
+    def prefix(self) -> str:
+        """The first part of this kind's job keys (a TrainJob shares its JobSet's)."""
+        return self.key_prefix or self.short
 
     @property
     def api_version(self) -> str:
@@ -46,15 +52,48 @@ VOLCANO_JOB = WorkloadKind(
     identify=volcano.identify,
 )
 
-#: Every kind, in the order pods are matched against them.
-KINDS: tuple[WorkloadKind, ...] = (VOLCANO_JOB,)
+TRAINJOB = WorkloadKind(
+    short=trainjob.SHORT,
+    kind=trainjob.KIND,
+    group=trainjob.GROUP,
+    version=trainjob.VERSION,
+    plural=trainjob.PLURAL,
+    record=trainjob.workload_record,
+    identify=None,  # its pods are its JobSet's
+    key_prefix=jobset.SHORT,
+)
+
+JOBSET = WorkloadKind(
+    short=jobset.SHORT,
+    kind=jobset.KIND,
+    group=jobset.GROUP,
+    version=jobset.VERSION,
+    plural=jobset.PLURAL,
+    record=jobset.workload_record,
+    identify=jobset.identify,
+)
+
+DEPLOYMENT = WorkloadKind(
+    short=deployment.SHORT,
+    kind=deployment.KIND,
+    group=deployment.GROUP,
+    version=deployment.VERSION,
+    plural=deployment.PLURAL,
+    record=deployment.workload_record,
+    identify=deployment.identify,
+)
+
+#: Every kind. Pods are matched against them in this order; for a job key
+#: shared by two kinds (TrainJob and its JobSet) the earlier kind serves it.
+KINDS: tuple[WorkloadKind, ...] = (VOLCANO_JOB, TRAINJOB, JOBSET, DEPLOYMENT)
 BY_SHORT: dict[str, WorkloadKind] = {k.short: k for k in KINDS}
 
 
 def identify_pod(meta: Json) -> PodIdentity | None:
     """The first kind's reading of the pod's identity, None if no kind claims it."""
     for kind in KINDS:
-        identity = kind.identify(meta)
-        if identity is not None:
-            return identity
+        if kind.identify is not None:
+            identity = kind.identify(meta)
+            if identity is not None:
+                return identity
     return None

@@ -33,6 +33,7 @@ def pod_record(raw: Json, *, default_port: int = DEFAULT_PORT) -> PodRecord:
         task=identity.task if identity else "",
         index=identity.index if identity else None,
         version=identity.version if identity else None,
+        job_index=identity.job_index if identity else 0,
         phase=str(status.get("phase", "")),
         ip=str(status.get("podIP") or ""),
         host_ip=str(status.get("hostIP") or ""),

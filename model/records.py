@@ -40,7 +40,9 @@ def object_key(namespace: str, name: str) -> ObjectKey:
 class TaskSpec:
     """One group of identical members in a workload, in spec order.
 
-    ``replicas`` members get indices ``0..replicas-1``. ``configmap`` is the
+    ``replicas`` members get indices ``0..replicas-1``. Kinds that run a task
+    as several Jobs (JobSet) number a pod ``job_index * per_job + index``,
+    ``per_job`` being the pods per Job (its parallelism). ``configmap`` is the
     ConfigMap the task's pod template mounts as the rings-config volume, if it
     mounts one; ``wants_devices`` says its pods must carry a device annotation
     before they count.
@@ -50,6 +52,7 @@ class TaskSpec:
     replicas: int
     configmap: str | None = None
     wants_devices: bool = False
+    per_job: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,10 @@ class WorkloadRecord:
     whose pods carry no index (Deployments): the agent then ranks pods by a
     stable order of their own instead of by index. ``error`` says why the
     workload's spec is unusable (reported on the workload, never completed).
+    ``runtime_ref`` names the ClusterTrainingRuntime whose ``numNodes`` fills
+    in the member count when the workload (a TrainJob) does not give one.
+    ``owns_pods`` False: pods name an intermediate owner (a TrainJob's
+    JobSet), so their owner uid is not compared with ``uid``.
     """
 
     key: JobKey
@@ -75,6 +82,8 @@ class WorkloadRecord:
     tasks: tuple[TaskSpec, ...]
     indexed: bool = True
     error: str | None = None
+    runtime_ref: str | None = None
+    owns_pods: bool = True
 
     @property
     def expected(self) -> int:
@@ -124,6 +133,7 @@ class PodRecord:
     ``job`` is None when the pod names no workload the models know (it is
     then ignored). ``index`` is None for pods without one (Deployments).
     ``version`` is None when the pod carries no version (it then matches any).
+    ``job_index`` is the pod's Job within its task (JobSet), else 0.
     ``devices`` is the raw device annotation, parsed by the agent so that a
     bad one can be reported on the workload.
     """
@@ -136,6 +146,7 @@ class PodRecord:
     task: str
     index: int | None
     version: int | None
+    job_index: int
     phase: str
     ip: str
     host_ip: str

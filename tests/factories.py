@@ -164,3 +164,82 @@ def device_annotation(server_id: str, devices: list[tuple[str, str]]) -> Json:
         "server_id": server_id,
         "devices": [{"device_id": d, "device_ip": ip} for d, ip in devices],
     }
+
+
+def jobset(
+    name: str,
+    *,
+    namespace: str = "default",
+    replicated: list[tuple[str, int, int]] | None = None,
+    runtime: str = "tensorflow",
+    template: Json | None = None,
+    uid: str = "",
+    owner: Json | None = None,
+    label_key: str = DEFAULT_LABEL_KEY,
+) -> Json:
+    """A JobSet with ``replicated`` as (name, replicas, parallelism), Indexed Jobs."""
+    replicated = replicated if replicated is not None else [("workers", 1, 2)]
+    tpl = template or pod_template(runtime=runtime, label_key=label_key)
+    js: Json = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": {label_key: runtime}},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": rname,
+                    "replicas": replicas,
+                    "template": {
+                        "spec": {
+                            "parallelism": parallelism,
+                            "completions": parallelism,
+                            "completionMode": "Indexed",
+                            "backoffLimit": 0,
+                            "template": copy.deepcopy(tpl),
+                        }
+                    },
+                }
+                for rname, replicas, parallelism in replicated
+            ]
+        },
+    }
+    if uid:
+        js["metadata"]["uid"] = uid
+    if owner:
+        js["metadata"]["ownerReferences"] = [owner]
+    return js
+
+
+def jobset_pod(js: Json, *, rjob: str, job_index: int, completion: int, restart: int = 0, ip: str = "", phase: str = "") -> Json:
+    """A pod of ``js`` as the JobSet and Job controllers make it (labels, name, owner Job)."""
+    meta = js["metadata"]
+    spec_rjob = next(r for r in js["spec"]["replicatedJobs"] if r["name"] == rjob)
+    template = copy.deepcopy(spec_rjob["template"]["spec"]["template"])
+    job_name = f"{meta['name']}-{rjob}-{job_index}"
+    marks = {
+        "jobset.sigs.k8s.io/jobset-name": meta["name"],
+        "jobset.sigs.k8s.io/jobset-uid": meta.get("uid", ""),
+        "jobset.sigs.k8s.io/replicatedjob-name": rjob,
+        "jobset.sigs.k8s.io/job-index": str(job_index),
+        "jobset.sigs.k8s.io/restart-attempt": str(restart),
+        "batch.kubernetes.io/job-completion-index": str(completion),
+        "batch.kubernetes.io/job-name": job_name,
+        "job-name": job_name,
+    }
+    labels = {**(template.get("metadata", {}).get("labels") or {}), **marks}
+    pod: Json = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{job_name}-{completion}-x{completion}z",
+            "namespace": meta.get("namespace", "default"),
+            "labels": labels,
+            "annotations": dict(marks),
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": f"job-{job_name}", "controller": True}],
+            "creationTimestamp": "2026-11-29T00:00:00Z",
+        },
+        "spec": template["spec"],
+    }
+    if phase or ip:
+        pod["status"] = {"phase": phase, "podIP": ip, "hostIP": "10.0.0.1"}
+    return pod

@@ -1,0 +1,85 @@
+"""Deployment ``apps/v1``: ``spec.replicas`` interchangeable members.
+
+Deployment pods have no index. They are ranked by creation time, then name:
+stable while the pods live, and a replacement pod takes the last rank (the
+member list changes, so the epoch grows). A pod is found through its
+ReplicaSet owner: ReplicaSets are named ``<deployment>-<pod-template-hash>``,
+so the Deployment's name needs no ReplicaSet cache. During a rollout the
+oldest live pods fill the ranks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from model.identity import PodIdentity
+from model.keys import ASCEND_RUNTIMES, POD_TEMPLATE_HASH
+from model.records import JobKey, JobUID, TaskSpec, WorkloadRecord, job_key
+from model.template import configmap_name, wants_devices
+
+Json = dict[str, Any]
+
+SHORT = "deploy"
+KIND = "Deployment"
+GROUP = "apps"
+VERSION = "v1"
+API_VERSION = "apps/v1"
+PLURAL = "deployments"
+TASK = "worker"
+
+
+def key_of(namespace: str, name: str) -> JobKey:
+    """The job key of Deployment ``namespace/name``."""
+    return job_key(SHORT, namespace, name)
+
+
+def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord:
+    """Reduce a Deployment to its membership (one task of ``spec.replicas``)."""
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    namespace, name = meta.get("namespace", ""), meta.get("name", "")
+    runtime = str((meta.get("labels") or {}).get(label_key, ""))
+    replicas = spec.get("replicas", 1)
+    error = None
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+        error, replicas = f"spec.replicas {replicas!r} is not a non-negative integer", 0
+    pod_spec = ((spec.get("template") or {}).get("spec")) or {}
+    return WorkloadRecord(
+        key=key_of(namespace, name),
+        kind=KIND,
+        api_version=API_VERSION,
+        namespace=namespace,
+        name=name,
+        uid=JobUID(meta.get("uid", "")),
+        version=0,
+        runtime=runtime,
+        tasks=(
+            TaskSpec(
+                name=TASK,
+                replicas=replicas,
+                configmap=configmap_name(pod_spec),
+                wants_devices=wants_devices(pod_spec) or runtime in ASCEND_RUNTIMES,
+            ),
+        ),
+        indexed=False,
+        error=error,
+        owns_pods=False,
+    )
+
+
+def identify(meta: Json) -> PodIdentity | None:
+    """The pod's Deployment (through its ReplicaSet's name), None if not a Deployment pod."""
+    pod_hash = (meta.get("labels") or {}).get(POD_TEMPLATE_HASH)
+    if not pod_hash:
+        return None
+    for ref in meta.get("ownerReferences") or []:
+        rs = str(ref.get("name", ""))
+        if ref.get("kind") == "ReplicaSet" and rs.endswith("-" + pod_hash):
+            return PodIdentity(
+                job=key_of(str(meta.get("namespace", "")), rs[: -len(pod_hash) - 1]),
+                task=TASK,
+                index=None,
+                version=None,
+                owner_uid=None,
+            )
+    return None

@@ -1,0 +1,116 @@
+"""JobSet ``jobset.x-k8s.io/v1alpha2``.
+
+Each replicated job runs ``replicas`` Jobs of ``parallelism`` pods; members
+are ranked by replicated-job order, then job index, then completion index
+(pod number ``job_index * parallelism + completion_index`` within the
+replicated job). JobSet marks pods with ``jobset.sigs.k8s.io/jobset-name``,
+``-uid``, ``replicatedjob-name``, ``job-index`` and ``restart-attempt`` (as
+labels and annotations); the Job controller adds
+``batch.kubernetes.io/job-completion-index``. A restart (``status.restarts``)
+plays the role of Volcano's job version: pods of older attempts never count.
+
+A JobSet owned by a TrainJob is not served on its own: its TrainJob is (same
+job key, so its pods reach the TrainJob's worker).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from model.identity import PodIdentity, int_or_none, meta_value
+from model.keys import (
+    ASCEND_RUNTIMES,
+    JOB_COMPLETION_INDEX,
+    JOBSET_GROUP,
+    JOBSET_JOB_INDEX,
+    JOBSET_NAME,
+    JOBSET_REPLICATED_JOB,
+    JOBSET_RESTART_ATTEMPT,
+    JOBSET_UID,
+    JOBSET_VERSION,
+    TRAINER_GROUP,
+)
+from model.records import JobKey, JobUID, TaskSpec, WorkloadRecord, job_key
+from model.template import configmap_name, wants_devices
+
+Json = dict[str, Any]
+
+SHORT = "jobset"
+KIND = "JobSet"
+GROUP = JOBSET_GROUP
+VERSION = JOBSET_VERSION
+API_VERSION = f"{GROUP}/{VERSION}"
+PLURAL = "jobsets"
+
+
+def key_of(namespace: str, name: str) -> JobKey:
+    """The job key of JobSet ``namespace/name`` (shared by the TrainJob owning it)."""
+    return job_key(SHORT, namespace, name)
+
+
+def _int(value: object, default: int) -> int | None:
+    if value is None:
+        return default
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord | None:
+    """Reduce a JobSet to its membership; None when a TrainJob owns it."""
+    meta = raw.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if str(ref.get("apiVersion", "")).startswith(TRAINER_GROUP + "/"):
+            return None
+    namespace, name = meta.get("namespace", ""), meta.get("name", "")
+    runtime = str((meta.get("labels") or {}).get(label_key, ""))
+    tasks: list[TaskSpec] = []
+    error: str | None = None
+    for rjob in (raw.get("spec") or {}).get("replicatedJobs") or []:
+        rname = str(rjob.get("name", ""))
+        job_spec = ((rjob.get("template") or {}).get("spec")) or {}
+        replicas, parallelism = _int(rjob.get("replicas"), 1), _int(job_spec.get("parallelism"), 1)
+        if replicas is None or parallelism is None:
+            error = f"replicatedJob {rname}: replicas and parallelism must be non-negative integers"
+            replicas, parallelism = replicas or 0, parallelism or 0
+        pod_spec = ((job_spec.get("template") or {}).get("spec")) or {}
+        tasks.append(
+            TaskSpec(
+                name=rname,
+                replicas=replicas * parallelism,
+                per_job=parallelism,
+                configmap=configmap_name(pod_spec),
+                wants_devices=wants_devices(pod_spec) or runtime in ASCEND_RUNTIMES,
+            )
+        )
+    if not tasks:
+        error = error or "spec.replicatedJobs is empty"
+    restarts = (raw.get("status") or {}).get("restarts", 0)
+    return WorkloadRecord(
+        key=key_of(namespace, name),
+        kind=KIND,
+        api_version=API_VERSION,
+        namespace=namespace,
+        name=name,
+        uid=JobUID(meta.get("uid", "")),
+        version=restarts if isinstance(restarts, int) else 0,
+        runtime=runtime,
+        tasks=tuple(tasks),
+        error=error,
+    )
+
+
+def identify(meta: Json) -> PodIdentity | None:
+    """The pod's member identity in its JobSet, None if it names none."""
+    jobset = meta_value(meta, JOBSET_NAME)
+    if not jobset:
+        return None
+    return PodIdentity(
+        job=key_of(str(meta.get("namespace", "")), jobset),
+        task=meta_value(meta, JOBSET_REPLICATED_JOB) or "",
+        index=int_or_none(meta_value(meta, JOB_COMPLETION_INDEX)),
+        version=int_or_none(meta_value(meta, JOBSET_RESTART_ATTEMPT)),
+        owner_uid=meta_value(meta, JOBSET_UID),  # the pod's owner is a Job: JobSet's uid label
+        job_index=int_or_none(meta_value(meta, JOBSET_JOB_INDEX)) or 0,
+    )
+
