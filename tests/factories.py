@@ -243,3 +243,39 @@ def jobset_pod(js: Json, *, rjob: str, job_index: int, completion: int, restart:
     if phase or ip:
         pod["status"] = {"phase": phase, "podIP": ip, "hostIP": "10.0.0.1"}
     return pod
+
+
+def jobset_job(js: Json, *, rjob: str, job_index: int, restart: int = 0) -> Json:
+    """A child Job of ``js`` as the JobSet controller makes it (the Job controller makes its pods).
+
+    Name ``<jobset>-<rjob>-<index>``, JobSet's labels and annotations on the
+    Job and its pod template, a controller ownerReference to the JobSet.
+    """
+    meta = js["metadata"]
+    spec_rjob = next(r for r in js["spec"]["replicatedJobs"] if r["name"] == rjob)
+    job_spec = copy.deepcopy(spec_rjob["template"]["spec"])
+    marks = {
+        "jobset.sigs.k8s.io/jobset-name": meta["name"],
+        "jobset.sigs.k8s.io/jobset-uid": meta.get("uid", ""),
+        "jobset.sigs.k8s.io/replicatedjob-name": rjob,
+        "jobset.sigs.k8s.io/replicatedjob-replicas": str(spec_rjob.get("replicas", 1)),
+        "jobset.sigs.k8s.io/job-index": str(job_index),
+        "jobset.sigs.k8s.io/restart-attempt": str(restart),
+    }
+    tmeta = job_spec["template"].setdefault("metadata", {})
+    tmeta["labels"] = {**(tmeta.get("labels") or {}), **marks}
+    tmeta["annotations"] = {**(tmeta.get("annotations") or {}), **marks}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": f"{meta['name']}-{rjob}-{job_index}",
+            "namespace": meta.get("namespace", "default"),
+            "labels": dict(marks),
+            "annotations": dict(marks),
+            "ownerReferences": [
+                {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": meta["name"], "uid": meta.get("uid", ""), "controller": True, "blockOwnerDeletion": True}
+            ],
+        },
+        "spec": job_spec,
+    }

@@ -1,0 +1,66 @@
+"""JobSets, TrainJobs and Deployments get their spec on the real control plane.
+
+Deployments are run by the real controller-manager (ReplicaSet, pods). JobSet
+pods are created the way the JobSet and Job controllers create them, unless
+the cluster runs the real JobSet controller (see test_workload_controllers).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.controllerproc import ControllerProcess
+from tests.factories import jobset, jobset_job, pod_template
+from tests.integration.kubehelp import running_pods, wait_for, wait_spec
+
+pytestmark = pytest.mark.integration
+
+
+def _deployment(name: str, replicas: int) -> dict[str, Any]:
+    tpl = pod_template(port=4000)
+    tpl["metadata"]["labels"]["app"] = name
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": {"ring-controller.atlas": "tensorflow"}},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}}, "template": {**tpl, "spec": {**tpl["spec"], "restartPolicy": "Always"}}},
+    }
+
+
+def test_deployment_completes_and_a_replaced_pod_bumps_the_epoch(k8s: Any, namespace: str, controller: ControllerProcess) -> None:
+    k8s.apps.create_namespaced_deployment(namespace, _deployment("web", 2))
+    first = wait_spec(k8s, namespace, "rings-config-web")
+    assert first["job"]["kind"] == "Deployment" and len(first["members"]) == 2
+    live = wait_for(lambda: running_pods(k8s, namespace, [m["pod"] for m in first["members"]]), what="pods running")
+    assert [m["ip"] for m in first["members"]] == [live[m["pod"]].status.pod_ip for m in first["members"]]
+    assert all(m["port"] == 4000 for m in first["members"])
+    victim = first["members"][0]["pod"]
+    k8s.core.delete_namespaced_pod(victim, namespace, grace_period_seconds=0)
+    second = wait_spec(k8s, namespace, "rings-config-web", where=lambda s: s["epoch"] > first["epoch"] and victim not in [m["pod"] for m in s["members"]])
+    assert len(second["members"]) == 2 and first["members"][1]["pod"] in [m["pod"] for m in second["members"]]
+    # Documented order: creation time, then name (timestamps have 1 s resolution).
+    pods = {p.metadata.name: p for p in k8s.core.list_namespaced_pod(namespace).items}
+    names = [m["pod"] for m in second["members"]]
+    assert names == sorted(names, key=lambda n: (pods[n].metadata.creation_timestamp, n))
+
+
+def test_jobset_with_indexed_jobs_completes_in_index_order(k8s: Any, namespace: str, controller: ControllerProcess) -> None:
+    js = k8s.custom.create_namespaced_custom_object(
+        "jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", jobset("js", namespace=namespace, replicated=[("workers", 2, 2)])
+    )
+    # The Jobs as the JobSet controller makes them (second one first); the
+    # real Job controller makes their Indexed pods.
+    for j in (1, 0):
+        k8s.batch.create_namespaced_job(namespace, jobset_job(js, rjob="workers", job_index=j))
+    spec = wait_spec(k8s, namespace, "rings-config-js")
+    assert spec["job"]["kind"] == "JobSet" and spec["job"]["uid"] == js["metadata"]["uid"]
+    assert [(m["task"], m["index"]) for m in spec["members"]] == [("workers", i) for i in range(4)]
+    pods = {p.metadata.name: p for p in k8s.core.list_namespaced_pod(namespace).items}
+    placed = [
+        (int(pods[m["pod"]].metadata.labels["jobset.sigs.k8s.io/job-index"]), int(pods[m["pod"]].metadata.labels["batch.kubernetes.io/job-completion-index"]))
+        for m in spec["members"]
+    ]
+    assert placed == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert [m["ip"] for m in spec["members"]] == [pods[m["pod"]].status.pod_ip for m in spec["members"]]
