@@ -27,6 +27,7 @@ import dataclasses
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -211,20 +212,20 @@ def _format_elapsed(seconds: float) -> str:
 
 
 def _build(plan: _Plan, *, root: Path, say: Callable[[str], None]) -> None:
-    go = shutil.which("go")
+    bin_root = root / "bin"
+    # Shown to the user: the command as if it wrote straight into the cache.
+    shown = shlex.join(plan.module.build_args(plan.version, bin_root / plan.entry))
+    if shutil.which("go") is None:
+        raise BuildError(
+            f"building {plan.module.name} {plan.version} needs the Go toolchain, but `go` is not on PATH. "
+            f"Install Go >= 1.25 and re-run.\ncommand: cd {plan.source} && {shown}"
+        )
     log_dir = root / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{plan.entry}.log"
-    bin_root = root / "bin"
     bin_root.mkdir(parents=True, exist_ok=True)
     tmp_out = Path(tempfile.mkdtemp(prefix=f".{plan.entry}.", dir=bin_root))
     argv = plan.module.build_args(plan.version, tmp_out)
-    shown = " ".join(argv)
-    if go is None:
-        raise BuildError(
-            f"building {plan.module.name} {plan.version} needs the Go toolchain, but `go` is not on PATH. "
-            f"Install Go >= 1.25 and re-run (command: cd {plan.source} && {shown})"
-        )
     env = dict(os.environ)
     # VCS stamping would make the link step depend on the checkout's git state.
     env["GOFLAGS"] = " ".join(filter(None, [env.get("GOFLAGS", ""), "-buildvcs=false"]))
@@ -232,7 +233,7 @@ def _build(plan: _Plan, *, root: Path, say: Callable[[str], None]) -> None:
     started = time.monotonic()
     compiled = 0
     with open(log_path, "w", encoding="utf-8") as log:
-        log.write(f"$ cd {plan.source} && {shown}\n")
+        log.write(f"$ cd {plan.source} && {shlex.join(argv)}\n")
         log.flush()
         proc = subprocess.Popen(
             argv, cwd=plan.source, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -309,7 +310,7 @@ def ensure_binaries(
     if todo:
         emit(
             f"building {len(todo)} of {len(plans)} modules into {root / 'bin'} "
-            "(a cold build takes 15-30 minutes on 2 cores; later runs reuse it)"
+            "(a cold build takes about 10-15 minutes on 2 cores; later runs reuse it)"
         )
     for plan in todo:
         _build(plan, root=root, say=emit)

@@ -18,7 +18,7 @@ from ringcontroller.devcluster.pki import PkiError
 
 _EPILOG = """\
 examples:
-  ring-devcluster up                  # build on first use (long), start, print KUBECONFIG
+  ring-devcluster up                  # build on first use (~10 min), start, print KUBECONFIG
   eval "$(ring-devcluster up -q)"     # start and export KUBECONFIG in this shell
   ring-devcluster status              # components, pids, health; exit 3 if unhealthy
   ring-devcluster down                # stop exactly the processes `up` started

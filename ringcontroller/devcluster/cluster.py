@@ -34,6 +34,7 @@ import contextlib
 import dataclasses
 import errno
 import fcntl
+import functools
 import json
 import os
 import shutil
@@ -298,9 +299,12 @@ class Cluster:
         self.ca_cert: Path = self.pki.ca_cert
         self.versions: dict[str, str] = dict(state["versions"])
         self.ports: dict[str, int] = dict(state["ports"])
-        self.api = _Api(
-            server=self.server, ca=self.pki.ca_cert, cert=self.pki.cert("admin"), key=self.pki.key("admin")
-        )
+
+    @functools.cached_property
+    def api(self) -> _Api:
+        """Admin JSON client (created on first use: ``status`` of a half-wiped
+        state directory must not fail on missing certificates)."""
+        return _Api(server=self.server, ca=self.pki.ca_cert, cert=self.pki.cert("admin"), key=self.pki.key("admin"))
 
     # -- process records ---------------------------------------------------
 
@@ -317,7 +321,12 @@ class Cluster:
     def pid(self, name: str) -> int | None:
         """The pid of component ``name`` if it is running (and ours), else None."""
         record = self._record(name)
-        return record.pid if record is not None and record.alive() else None
+        if record is None:
+            return None
+        if record.alive():
+            return record.pid
+        _reap(record.pid)  # collect the exit status of a child of ours that died
+        return None
 
     # -- lifecycle ---------------------------------------------------------
 
