@@ -88,7 +88,7 @@ class JobWorker:
             decision = decide(
                 workload, pods, previous=base.spec if base else None, hccl_version=self._hccl_version
             )
-            await self._report(workload, decision.problems, bound)
+            await self._report(workload, decision.problems, bound.bind(epoch=decision.spec.epoch))
             if decision.data is None:
                 self.status = "invalid"
                 return decision

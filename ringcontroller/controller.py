@@ -8,22 +8,36 @@ store of slim records:
 - ConfigMaps carrying the controller's own label (its previous writes, so a
   restart can compare instead of rewriting).
 
-Their handlers go to :class:`agent.Agent`, which only enqueues job keys.
+Their handlers go to :class:`agent.Agent`, which only enqueues job keys
+(and only once workers run: a standby's queue stays empty).
 ``workers`` tasks take keys from the queue and call ``Agent.sync``, following
 the queue's protocol (``forget`` on success, ``add_rate_limited`` on failure,
 ``done`` always). Workers start only after every cache has synced, so the
 first syncs see complete state, and (with leader election) only while this
 process leads; a standby keeps its caches warm.
 
-Shutdown: the queue is shut down with drain (in-flight syncs finish, nothing
-is half-written), bounded by ``shutdown_timeout``; then the informers are
-cancelled.
+Each sync is one controller-runtime "reconcile": counted in
+``controller_runtime_reconcile_total{controller,result}`` (``success`` or
+``error``; a failed sync is retried with backoff, which controller-runtime
+also counts as ``error``), timed in ``controller_runtime_reconcile_time_seconds``,
+with ``controller_runtime_active_workers`` the syncs running now. After each
+sync the controller notes whether the job still waits for a completed spec;
+``ringcontroller_oldest_incomplete_spec_seconds`` is the longest such wait
+(measured from the first sync in this process that found it incomplete).
+
+Shutdown: ``stop(drain=True)`` shuts the queue down with drain (in-flight
+syncs finish, nothing is half-written: each write is one request, and
+``done`` follows it), bounded by ``timeout``; ``stop(drain=False)`` (the
+lease was lost: another process may already be writing) cancels the workers
+at once. Either way the informers are cancelled next, which closes their
+watch connections.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from functools import partial
 from typing import Any
 
@@ -38,7 +52,7 @@ from model.pod import pod_record
 from model.records import ConfigMapRecord, JobKey, PodRecord, WorkloadRecord
 from ringcontroller import kube
 from ringcontroller.kubeapi import RestKubeAPI
-from ringcontroller.metrics import REGISTRY, client_metrics
+from ringcontroller.metrics import REGISTRY, client_metrics, reconcile_metrics, spec_metrics
 from ringcontroller.options import Options
 from ringcontroller.reflector import Reflector
 from ringcontroller.workqueue import ShutDown, WorkQueue
@@ -99,7 +113,7 @@ class Controller:
         )
         self.agent = Agent(
             api=self.kube_api,
-            enqueue=self.queue.add,
+            enqueue=self._enqueue,
             workload=self._workload,
             pods=lambda key: self.pods.store.by_index("job", key),
             configmap=lambda key: self.configmaps.store.get(key),
@@ -107,6 +121,17 @@ class Controller:
         )
         self._informers: list[asyncio.Task[None]] = []
         self._workers: list[asyncio.Task[None]] = []
+        self._incomplete_since: dict[JobKey, float] = {}
+        self._stopped = False
+        self._working = False
+        reconcile = reconcile_metrics(REGISTRY)
+        reconcile.init(QUEUE_NAME, max_concurrent=options.workers)
+        self._m_success = reconcile.total.labels(QUEUE_NAME, "success")
+        self._m_error = reconcile.total.labels(QUEUE_NAME, "error")
+        self._m_errors = reconcile.errors.labels(QUEUE_NAME)
+        self._m_time = reconcile.time.labels(QUEUE_NAME)
+        self._m_active = reconcile.active_workers.labels(QUEUE_NAME)
+        spec_metrics(REGISTRY).oldest_incomplete.set_function(self._oldest_incomplete)
 
     # Handlers (called by the reflectors; enqueue only). ---------------------
 
@@ -118,6 +143,12 @@ class Controller:
 
     def _on_configmap(self, old: ConfigMapRecord | None, new: ConfigMapRecord | None) -> None:
         self.agent.on_configmap(old, new)
+
+    def _enqueue(self, key: JobKey) -> None:
+        # A standby keeps its caches but queues nothing: start_workers
+        # enqueues every workload when this process starts leading.
+        if self._working:
+            self.queue.add(key)
 
     def _workload(self, key: JobKey) -> WorkloadRecord | None:
         short, _, rest = key.partition("/")
@@ -147,7 +178,12 @@ class Controller:
         )
 
     def start_workers(self) -> None:
-        """Start the queue workers (call after ``start_informers``; leaders only)."""
+        """Start the queue workers (call after ``start_informers``; leaders only).
+
+        Every workload in the cache is queued first: changes seen before this
+        (while standing by) were not queued.
+        """
+        self._working = True
         for kind in KINDS:
             for key in self.workloads[kind.short].store.keys():
                 namespace, _, name = key.partition("/")
@@ -161,21 +197,51 @@ class Controller:
                 key = await self.queue.get()
             except ShutDown:
                 return
+            started = time.monotonic()
+            self._m_active.inc()
             try:
                 with structlog.contextvars.bound_contextvars(job=key):
                     await self.agent.sync(key)
             except Exception as e:  # noqa: BLE001 - any failure is retried with backoff
+                self._m_error.inc()
+                self._m_errors.inc()
                 retries = self.queue.num_requeues(key)
                 log.warning("sync.failed", job=key, error=str(e), error_type=type(e).__name__, retries=retries)
                 self.queue.add_rate_limited(key)
             else:
+                self._m_success.inc()
                 self.queue.forget(key)
             finally:
+                self._m_active.dec()
+                self._m_time.observe(time.monotonic() - started)
+                self._note_status(key)
                 self.queue.done(key)
 
-    async def stop(self, *, timeout: float) -> None:
-        """Finish in-flight syncs (bounded by ``timeout``), then stop everything."""
-        if self._workers:
+    def _note_status(self, key: JobKey) -> None:
+        status = self.agent.status(key)
+        if status is None or status == "completed":
+            self._incomplete_since.pop(key, None)
+        else:
+            self._incomplete_since.setdefault(key, time.monotonic())
+
+    def _oldest_incomplete(self) -> float:
+        # Called from a scrape: work on a copy.
+        since = list(self._incomplete_since.values())
+        return time.monotonic() - min(since) if since else 0.0
+
+    async def stop(self, *, timeout: float, drain: bool = True) -> None:
+        """Stop the workers, then the informers; call once, at the end.
+
+        With ``drain``, queued and in-flight syncs finish first, for at most
+        ``timeout`` seconds (then they are cancelled). Without it (leadership
+        lost) workers are cancelled at once: a write in flight either reached
+        the server or not, and is never followed by another. Later calls do
+        nothing.
+        """
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._workers and drain:
             try:
                 await asyncio.wait_for(self.queue.shutdown_with_drain(), timeout)
             except asyncio.TimeoutError:

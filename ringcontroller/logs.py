@@ -1,8 +1,8 @@
 """structlog setup: one event name per line, JSON in production.
 
-Standard-library loggers (aiohttp, kubernetes-asyncio, asyncio) are routed
-through the same renderer, so every line the process prints parses the same
-way. Context (job, pod, epoch) is bound per item of work with
+Standard-library loggers (aiohttp, kubernetes-asyncio, asyncio) and Python
+warnings are routed through the same renderer, so every line the process
+prints parses the same way (``logger`` names the library). Context (job, pod, epoch) is bound per item of work with
 ``structlog.contextvars`` or ``log.bind``.
 """
 
@@ -41,3 +41,4 @@ def setup(*, fmt: str = "json", level: str = "info") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(lvl)
+    logging.captureWarnings(True)

@@ -2,9 +2,23 @@
 
 Start-up order: flags, logging, client configuration (``--kubeconfig``, else
 in-cluster, else ``$KUBECONFIG`` / ``~/.kube/config``), the /metrics and
-probe endpoints, the informers (ready once synced), then the workers (at
-once, or when this process becomes leader with ``--leader-elect``).
-SIGTERM/SIGINT start a graceful shutdown bounded by ``--shutdown-timeout``.
+probe endpoints, then the informers. The informers always run: a standby
+keeps its caches warm and reports ready (``/readyz``) once they synced, so a
+take-over needs no relist. The workers start once the caches synced and,
+with ``--leader-elect``, only after this process acquired the Lease.
+
+Ways out, as controller-runtime's manager takes them:
+
+- SIGTERM/SIGINT: in-flight and queued syncs finish (bounded by
+  ``--shutdown-timeout``) while the Lease is still renewed, then the Lease is
+  released so a standby takes over within one retry period; exit 0.
+- Lease lost (no renewal within the renew deadline, or another holder seen):
+  the workers are cancelled at once, since another replica may already be
+  writing, and the process exits 1 so its restart starts clean.
+- A configuration error: exit 1 with the reason logged.
+
+Watches are closed (informer tasks cancelled) and the HTTP endpoints shut
+down on every way out.
 """
 
 from __future__ import annotations
@@ -13,6 +27,8 @@ import asyncio
 import os
 import signal
 import sys
+from collections.abc import Awaitable
+from typing import Any
 
 import structlog
 from kubernetes_asyncio import config as kube_config
@@ -21,6 +37,7 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 from agent import metrics as agent_metrics
 from ringcontroller import logs, probes
 from ringcontroller.controller import Controller
+from ringcontroller.leader import LeaderElector, default_identity, default_namespace
 from ringcontroller.metrics import REGISTRY
 from ringcontroller.options import VERSION, Options, parse
 
@@ -28,6 +45,9 @@ log = structlog.get_logger()
 
 for _collector in agent_metrics.ALL:
     REGISTRY.register(_collector)
+
+EXIT_OK = 0
+EXIT_FAILED = 1
 
 
 async def client_configuration(kubeconfig: str | None) -> Configuration:
@@ -42,8 +62,78 @@ async def client_configuration(kubeconfig: str | None) -> Configuration:
     return cfg
 
 
+def elector_for(options: Options, controller: Controller) -> LeaderElector:
+    """The Lease campaign of this process, from the ``--leader-elect*`` flags."""
+    return LeaderElector(
+        request=controller.kube_api.request,
+        namespace=options.leader_election_namespace or default_namespace(),
+        name=options.leader_election_id,
+        identity=default_identity(),
+        lease_duration=options.lease_duration,
+        renew_deadline=options.renew_deadline,
+        retry_period=options.retry_period,
+        registry=REGISTRY,
+    )
+
+
+async def _first(main: Awaitable[Any], *interrupts: asyncio.Task[Any]) -> bool:
+    """Await ``main`` unless an interrupt task ends first (then cancel ``main``).
+
+    True if ``main`` finished (its exception, if any, is raised). The
+    interrupt tasks are left as they are.
+    """
+    task = asyncio.ensure_future(main)
+    await asyncio.wait({task, *interrupts}, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        task.result()
+        return True
+    task.cancel()
+    await asyncio.wait({task})
+    return False
+
+
+async def serve(controller: Controller, elector: LeaderElector | None, stop: asyncio.Event, *, shutdown_timeout: float) -> int:
+    """Run informers, the campaign and the workers until stopped or the lease is lost.
+
+    ``shutdown_timeout`` bounds the drain; keep it within the renew deadline,
+    since the lease is renewed while draining but a drain is not cut short
+    if renewal fails meanwhile.
+    """
+    stopping = asyncio.create_task(stop.wait(), name="stop-signal")
+    informers = asyncio.create_task(controller.start_informers(), name="informers-sync")
+    holding: asyncio.Task[None] | None = None
+    lost = False
+    try:
+        if elector is not None:
+            log.info("leader.campaigning", lease=f"{elector.namespace}/{elector.name}", identity=elector.identity)
+            if not await _first(elector.acquire(), stopping):
+                log.info("controller.stopping", leader=False)
+                return EXIT_OK
+            holding = asyncio.create_task(elector.hold(), name="lease-renewal")
+        interrupts = [t for t in (stopping, holding) if t is not None]
+        if await _first(informers, *interrupts):
+            controller.start_workers()
+            await asyncio.wait(interrupts, return_when=asyncio.FIRST_COMPLETED)
+        lost = holding is not None and holding.done()
+        if lost:
+            log.error("controller.leadership_lost", exit_code=EXIT_FAILED)
+        else:
+            log.info("controller.stopping", leader=elector.is_leader if elector else None)
+    finally:
+        stopping.cancel()
+        informers.cancel()
+        # The lease is still renewed (by `holding`) while the workers drain.
+        await controller.stop(timeout=shutdown_timeout, drain=not lost)
+        if holding is not None:
+            holding.cancel()
+            await asyncio.wait({holding})
+        if elector is not None and not lost:
+            await elector.release()
+    return EXIT_FAILED if lost else EXIT_OK
+
+
 async def run(options: Options) -> int:
-    """Run until SIGTERM/SIGINT; returns the exit code."""
+    """Run until SIGTERM/SIGINT or the loss of the lease; returns the exit code."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -52,32 +142,32 @@ async def run(options: Options) -> int:
         cfg = await client_configuration(options.kubeconfig)
     except Exception as e:  # noqa: BLE001 - any config failure ends start-up with its reason
         log.error("config.failed", error=str(e))
-        return 1
+        return EXIT_FAILED
     async with ApiClient(configuration=cfg) as api:
         controller = Controller(api=api, options=options)
+        elector = elector_for(options, controller) if options.leader_elect else None
         runners = await probes.serve(
             metrics_address=options.metrics_bind_address,
             health_address=options.health_probe_bind_address,
             registry=REGISTRY,
             ready=controller.synced,
         )
-        log.info("controller.starting", version=VERSION, server=cfg.host, namespace=options.namespace or "*", label_key=options.label_key)
+        log.info(
+            "controller.starting",
+            version=VERSION,
+            server=cfg.host,
+            namespace=options.namespace or "*",
+            label_key=options.label_key,
+            workers=options.workers,
+            leader_elect=options.leader_elect,
+        )
         try:
-            synced = asyncio.create_task(controller.start_informers())
-            stopped = asyncio.create_task(stop.wait())
-            await asyncio.wait({synced, stopped}, return_when=asyncio.FIRST_COMPLETED)
-            if synced.done():
-                synced.result()
-                controller.start_workers()
-                await stopped
-            else:
-                synced.cancel()
-            log.info("controller.stopping")
+            code = await serve(controller, elector, stop, shutdown_timeout=options.shutdown_timeout)
         finally:
-            await controller.stop(timeout=options.shutdown_timeout)
             for runner in runners:
                 await runner.cleanup()
-    return 0
+    log.info("controller.exited", exit_code=code)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,19 +18,44 @@ from __future__ import annotations
 import weakref
 from typing import Callable, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
 
 __all__ = [
+    "RECONCILE_RESULTS",
+    "RECONCILE_TIME_BUCKETS",
     "REGISTRY",
     "WORKQUEUE_DURATION_BUCKETS",
     "ClientMetrics",
+    "LeaderMetrics",
+    "ReconcileMetrics",
+    "SpecMetrics",
     "WorkqueueMetrics",
     "client_metrics",
+    "leader_metrics",
+    "reconcile_metrics",
+    "spec_metrics",
     "workqueue_metrics",
 ]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
-"""The daemon's registry: components register here unless given another one."""
+"""The daemon's registry: components register here unless given another one.
+
+It also carries the process metrics (``process_resident_memory_bytes``,
+``process_cpu_seconds_total``, open fds, ...) and the interpreter's
+(``python_gc_*``, ``python_info``), as Go controllers export ``process_*`` and
+``go_*``."""
+
+ProcessCollector(registry=REGISTRY)
+PlatformCollector(registry=REGISTRY)
+GCCollector(registry=REGISTRY)
 
 # controller-runtime: ExponentialBuckets(10e-9, 10, 12), i.e. 10 ns .. 1000 s.
 WORKQUEUE_DURATION_BUCKETS: tuple[float, ...] = tuple(10.0**exp for exp in range(-8, 4))
@@ -127,6 +152,100 @@ class ClientMetrics:
         )
 
 
+# controller-runtime's reconcile time buckets: 5 ms .. 60 s.
+RECONCILE_TIME_BUCKETS: tuple[float, ...] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
+    1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60,
+)  # fmt: skip
+
+RECONCILE_RESULTS: tuple[str, ...] = ("success", "error", "requeue", "requeue_after")
+"""The ``result`` label values of ``controller_runtime_reconcile_total``."""
+
+
+class ReconcileMetrics:
+    """controller-runtime's per-controller reconcile metrics.
+
+    The caller (the controller's worker loop) must, per reconcile, count
+    exactly one ``reconcile_total{result}`` (and ``reconcile_errors_total``
+    when the result is ``error``), observe its duration in
+    ``reconcile_time_seconds``, and keep ``active_workers`` at the number of
+    reconciles running. Call :meth:`init` once per controller so every
+    series exists at 0 from the start, as controller-runtime does.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.total = Counter(
+            "controller_runtime_reconcile_total",
+            "Total number of reconciliations per controller",
+            ["controller", "result"],
+            registry=registry,
+        )
+        self.errors = Counter(
+            "controller_runtime_reconcile_errors_total",
+            "Total number of reconciliation errors per controller",
+            ["controller"],
+            registry=registry,
+        )
+        self.time = Histogram(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            ["controller"],
+            buckets=RECONCILE_TIME_BUCKETS,
+            registry=registry,
+        )
+        self.max_concurrent = Gauge(
+            "controller_runtime_max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller",
+            ["controller"],
+            registry=registry,
+        )
+        self.active_workers = Gauge(
+            "controller_runtime_active_workers",
+            "Number of currently used workers per controller",
+            ["controller"],
+            registry=registry,
+        )
+
+    def init(self, controller: str, *, max_concurrent: int) -> None:
+        """Create every series of ``controller`` (at 0) and set its worker limit."""
+        for result in RECONCILE_RESULTS:
+            self.total.labels(controller, result)
+        self.errors.labels(controller)
+        self.time.labels(controller)
+        self.active_workers.labels(controller).set(0)
+        self.max_concurrent.labels(controller).set(max_concurrent)
+
+
+class LeaderMetrics:
+    """``leader_election_master_status{name}``: 1 while this process holds
+    Lease ``name``, 0 while it stands by (client-go's metric, as exported by
+    controller-runtime). Absent when leader election is off."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.master_status = Gauge(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, "
+            "1 indicates master. 'name' is the string used to identify the lease. Please make sure "
+            "to group by name.",
+            ["name"],
+            registry=registry,
+        )
+
+
+class SpecMetrics:
+    """``ringcontroller_oldest_incomplete_spec_seconds``: how long the longest
+    waiting job has had no completed spec (0 when none waits); the signal
+    for the "spec incomplete too long" alert. Set by the controller through
+    :meth:`Gauge.set_function`."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.oldest_incomplete = Gauge(
+            "ringcontroller_oldest_incomplete_spec_seconds",
+            "Seconds the job waiting longest for a completed spec has been waiting (0: none waits)",
+            registry=registry,
+        )
+
+
 _M = TypeVar("_M")
 
 
@@ -151,3 +270,16 @@ workqueue_metrics = _per_registry(WorkqueueMetrics)
 client_metrics = _per_registry(ClientMetrics)
 """``client_metrics(registry=None)``: the API/reflector counters registered on
 ``registry`` (default ``REGISTRY``), created on first use."""
+
+reconcile_metrics = _per_registry(ReconcileMetrics)
+"""``reconcile_metrics(registry=None)``: controller-runtime's reconcile metrics
+on ``registry`` (default ``REGISTRY``), created on first use."""
+
+leader_metrics = _per_registry(LeaderMetrics)
+"""``leader_metrics(registry=None)``: the leader-election gauge on ``registry``
+(default ``REGISTRY``), created on first use (so it is absent without
+leader election)."""
+
+spec_metrics = _per_registry(SpecMetrics)
+"""``spec_metrics(registry=None)``: the spec-age gauge on ``registry``
+(default ``REGISTRY``), created on first use."""

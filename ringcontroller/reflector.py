@@ -15,7 +15,12 @@ every change. The protocol is client-go's reflector:
    server ends the watch after a random 4-8 minutes (``timeoutSeconds``, so
    a fleet of controllers does not reconnect in step); the client gives up
    on its own shortly after that, and after ``idle_timeout`` seconds without
-   a byte, so a half-open connection cannot hang the reflector.
+   a byte, so a half-open connection cannot hang the reflector. On a quiet
+   watch of a resource served from the watch cache (pods, CRDs) the server
+   sends a bookmark about every 60 s and one just before it closes the watch
+   (measured on v1.35), hence the 150 s default; resources it serves from
+   etcd directly (core Events) get none, so a quiet watch of those is
+   re-opened every ``idle_timeout``, harmlessly.
 4. When a watch ends, watch again from the last resourceVersion seen (an
    event or a bookmark): no relist. On 410 Gone (HTTP or an ERROR event: the
    version left the server's window) relist from step 1. On any other error
@@ -102,8 +107,9 @@ class Store(Generic[R]):
     """Slim records by key, with optional named indexes. Read-only for callers.
 
     Only the owning ``Reflector`` writes it. Readers (a controller's sync)
-    use ``get``, ``list``, ``keys`` and ``by_index``; every read returns a
-    snapshot (a new list), so callers may iterate while the store changes.
+    use ``get``, ``store[key]``, ``in``, ``list``, ``keys`` and ``by_index``;
+    every list returned is a snapshot, so callers may iterate it while the
+    store changes.
     Index functions must be pure: a record must map to the same values when
     it is removed as when it was added.
     """
@@ -140,6 +146,9 @@ class Store(Generic[R]):
     def snapshot(self) -> dict[str, R]:
         """A shallow copy of the key -> record mapping."""
         return dict(self._items)
+
+    def __getitem__(self, key: str) -> R:
+        return self._items[key]
 
     def __len__(self) -> int:
         return len(self._items)

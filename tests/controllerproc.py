@@ -2,7 +2,9 @@
 
 The controller under test is the installed console script, started with the
 flags an operator would use, its JSON log captured to a file. ``stop`` sends
-a signal and waits; SIGKILL simulates a crash.
+a signal and waits; SIGKILL simulates a crash, SIGSTOP a
+frozen process (``send``). ``metric`` reads one value from /metrics, ``probe`` one
+health endpoint.
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
 
 
 def free_port() -> int:
@@ -81,6 +86,64 @@ class ControllerProcess:
         """The /metrics text."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
             return str(r.read().decode())
+
+    def metric(self, sample: str, /, **labels: str) -> float | None:
+        """The sum of the samples named ``sample`` whose labels include ``labels``; None if there are none.
+
+        ``sample`` is a sample name (``workqueue_depth``,
+        ``controller_runtime_reconcile_total``, ``..._count``).
+        """
+        found = [
+            found_sample.value
+            for family in text_string_to_metric_families(self.metrics())
+            for found_sample in family.samples
+            if found_sample.name == sample and all(found_sample.labels.get(k) == v for k, v in labels.items())
+        ]
+        return sum(found) if found else None
+
+    def families(self) -> dict[str, str]:
+        """Metric family name -> type, from /metrics."""
+        return {f.name: f.type for f in text_string_to_metric_families(self.metrics())}
+
+    def probe(self, path: str) -> int:
+        """HTTP status of ``path`` on the health port (0 if nothing answered)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}{path}", timeout=2) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as e:
+            return int(e.code)
+        except OSError:
+            return 0
+
+    @property
+    def pid(self) -> int:
+        """The running process's pid."""
+        assert self.proc is not None, "not started"
+        return self.proc.pid
+
+    def send(self, sig: int) -> None:
+        """Send ``sig`` without waiting (SIGSTOP/SIGCONT to freeze and thaw it)."""
+        assert self.proc is not None, "not started"
+        self.proc.send_signal(sig)
+
+    def wait_exit(self, timeout: float) -> int:
+        """Wait for the process to exit on its own; returns its exit code."""
+        assert self.proc is not None, "not started"
+        return self.proc.wait(timeout=timeout)
+
+    def rss_kib(self) -> int:
+        """Resident memory of the process in KiB (VmRSS)."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise RuntimeError("no VmRSS")
+
+    def log_lines(self) -> list[str]:
+        """Every line the process wrote so far."""
+        try:
+            return self.log_path.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return []
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int | None:
         """Signal the process and wait; SIGKILL after ``timeout``. Returns its exit code."""

@@ -135,6 +135,9 @@ def test_store_index_follows_puts_and_deletes() -> None:
     assert store.index_values("job") == ["j2"]  # empty values are dropped
     assert store.keys() == ["ns/b", "ns/c"]
     assert len(store) == 2 and "ns/b" in store and "ns/a" not in store
+    assert store["ns/b"] == Rec("b", "j2") and store.get("ns/a") is None
+    with pytest.raises(KeyError):
+        store["ns/a"]
 
 
 def test_store_multi_valued_and_empty_index() -> None:

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Build the ring-controller wheel into dist/ and, where a Docker engine
+# answers, the controller image.
+#
+#   build/build.sh            # wheel; image if `docker info` succeeds
+#   IMAGE=registry.example/ring-controller:0.1.0 build/build.sh
+#
+# The wheel holds ringcontroller, agent, model and ranktable (the daemon and
+# the launcher); the image installs it with its runtime dependencies only.
+# Without a Docker engine the image step is skipped with the reason, and the
+# script still succeeds: the wheel is the artifact CI can check.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+python="${PYTHON:-}"
+if [[ -z "$python" ]]; then
+    if [[ -x .venv/bin/python ]]; then python=.venv/bin/python; else python=python3; fi
+fi
+version="$(sed -n 's/^version *= *//p' setup.cfg)"
+image="${IMAGE:-ring-controller:$version}"
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+
+step "building wheel ring-controller $version into dist/ ($("$python" --version))"
+mkdir -p dist
+rm -f "dist/ring_controller-$version-"*.whl
+"$python" -m pip wheel --no-deps --disable-pip-version-check --progress-bar on --wheel-dir dist .
+# setuptools stages the build in build/lib and build/bdist.*: not ours to keep.
+rm -rf build/lib build/bdist.*
+wheel="$(ls "dist/ring_controller-$version-"*.whl)"
+step "wheel: $wheel ($(du -h "$wheel" | cut -f1))"
+
+if ! command -v docker >/dev/null 2>&1; then
+    step "image skipped: no docker client on PATH"
+    exit 0
+fi
+if ! reason="$(docker info 2>&1 >/dev/null)"; then
+    step "image skipped: no Docker engine answers 'docker info' ($(printf '%s' "$reason" | grep -v '^\s*$' | tail -n 1))"
+    exit 0
+fi
+
+context="$(mktemp -d)"
+trap 'rm -rf "$context"' EXIT
+cp "$wheel" "$context/"
+step "building image $image (context: the wheel only)"
+DOCKER_BUILDKIT=1 docker build --progress=plain -f build/Dockerfile -t "$image" "$context"
+step "image: $image"

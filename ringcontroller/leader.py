@@ -1,0 +1,404 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, client-go's protocol.
+
+Replicas of the daemon race for one Lease; the holder leads (runs the
+workers, writes ConfigMaps), the others stand by with warm caches. The
+record and the rules are client-go's ``leaderelection`` package, so the
+Lease reads the same in ``kubectl`` as any Go controller's:
+
+- ``spec.holderIdentity`` names the leader (empty: free),
+  ``leaseDurationSeconds`` how long the holder's claim lasts without renewal,
+  ``acquireTime``/``renewTime`` are UTC ``MicroTime`` (RFC 3339, six fraction
+  digits, ``Z``), ``leaseTransitions`` counts changes of holder.
+- A candidate never compares the Lease's timestamps with its own clock:
+  clocks of different machines disagree. It notes, on its own monotonic
+  clock, when it *observed* the record change, and deems the claim expired
+  once the holder's own ``leaseDurationSeconds`` passed since then without a
+  further change. Expiry is judged on the holder's duration, not the
+  candidate's flag, so replicas with different flags stay safe.
+- Writes are conditional (``resourceVersion``): of two candidates racing for
+  an expired Lease exactly one wins, the other gets 409 and stays standby.
+- The leader renews every retry period. It gives up leading once
+  ``renew_deadline`` passed since the start of its last successful renewal
+  (each request is cut off at that deadline, so a hung connection cannot keep
+  it leading), or at once when it sees another holder. As
+  ``renew_deadline < lease_duration``, it has stopped before any standby can
+  take over, even if its requests reached the server unseen.
+- On graceful stop the leader releases the Lease (client-go's
+  ``ReleaseOnCancel``): empty holder, ``leaseDurationSeconds: 1``. A standby
+  takes a free Lease at its next attempt, i.e. within one retry period.
+
+Why not ``kubernetes_asyncio.leaderelection`` (checked at 36.1): it measures
+the observation time and the renew deadline with the wall clock
+(``time.time()``), writes local time with a ``Z`` suffix (wrong outside UTC
+hosts), judges expiry on the candidate's own duration instead of the
+holder's, cannot release on shutdown, does not bound a renewal request by
+the deadline, does not count ``leaseTransitions``, and lets a transport
+error escape from the election loop. Fixing that is most of the code, so
+the protocol is implemented here, on raw JSON like the rest of the daemon.
+
+Retry attempts are spread by up to 10 % jitter (client-go uses 120 %, which
+with two replicas only delays take-over after a release).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import math
+import os
+import random
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import structlog
+from prometheus_client import CollectorRegistry
+
+from agent.api import Conflict, NotFound
+from ringcontroller.metrics import leader_metrics
+
+__all__ = [
+    "JITTER",
+    "LeaderElector",
+    "LeaseRecord",
+    "Observation",
+    "RequestFunc",
+    "default_identity",
+    "default_namespace",
+    "micro_time",
+    "next_record",
+    "released_record",
+]
+
+log = structlog.get_logger()
+
+Json = dict[str, Any]
+
+JITTER = 0.1
+"""Extra random fraction (0..10 %) added to each retry period."""
+
+_SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+class RequestFunc(Protocol):
+    """One JSON request to the API server (``RestKubeAPI.request`` fits).
+
+    Returns the decoded body; raises ``agent.api.NotFound`` for 404,
+    ``agent.api.Conflict`` for 409, ``agent.api.ApiError`` otherwise. Any
+    other exception means no answer (transport failure).
+    """
+
+    async def __call__(self, method: str, path: str, *, body: Json | None = None) -> Json: ...
+
+
+def micro_time(when: dt.datetime) -> str:
+    """A UTC instant as Kubernetes ``MicroTime`` (``2025-01-02T03:04:05.123456Z``)."""
+    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    """The election fields of a Lease's ``spec``; compare by value to detect change.
+
+    ``holder`` is ``""`` for a free (released or never held) Lease. Times
+    are kept as the server's strings: they are only written and compared,
+    never used to judge expiry.
+    """
+
+    holder: str
+    duration: int
+    acquire_time: str
+    renew_time: str
+    transitions: int
+
+    @classmethod
+    def from_spec(cls, spec: Json | None) -> LeaseRecord:
+        """Read a Lease ``spec`` (missing fields become empty/zero)."""
+        spec = spec or {}
+        return cls(
+            holder=str(spec.get("holderIdentity") or ""),
+            duration=int(spec.get("leaseDurationSeconds") or 0),
+            acquire_time=str(spec.get("acquireTime") or ""),
+            renew_time=str(spec.get("renewTime") or ""),
+            transitions=int(spec.get("leaseTransitions") or 0),
+        )
+
+    def to_spec(self) -> Json:
+        """The Lease ``spec`` fields this record owns."""
+        return {
+            "holderIdentity": self.holder,
+            "leaseDurationSeconds": self.duration,
+            "acquireTime": self.acquire_time,
+            "renewTime": self.renew_time,
+            "leaseTransitions": self.transitions,
+        }
+
+
+def next_record(current: LeaseRecord | None, *, identity: str, duration: int, now: dt.datetime) -> LeaseRecord:
+    """The record ``identity`` writes to take or renew the Lease at ``now``.
+
+    Renewing keeps ``acquireTime`` and ``leaseTransitions``; taking it from
+    anyone else (or from nobody) starts a new term and counts a transition.
+    The caller must first have checked that the Lease is not validly held by
+    another (:meth:`Observation.held_by_other`).
+    """
+    stamp = micro_time(now)
+    if current is None:
+        return LeaseRecord(identity, duration, stamp, stamp, 0)
+    if current.holder == identity:
+        return LeaseRecord(identity, duration, current.acquire_time or stamp, stamp, current.transitions)
+    return LeaseRecord(identity, duration, stamp, stamp, current.transitions + 1)
+
+
+def released_record(current: LeaseRecord, *, now: dt.datetime) -> LeaseRecord:
+    """The record a leader writes to give the Lease up (client-go's release)."""
+    stamp = micro_time(now)
+    return LeaseRecord("", 1, stamp, stamp, current.transitions)
+
+
+class Observation:
+    """When this process last saw the Lease record change, on its monotonic clock.
+
+    Protocol: call :meth:`observe` with every record read or written, with
+    the monotonic time it was read; ask :meth:`held_by_other` before taking
+    the Lease.
+    """
+
+    def __init__(self) -> None:
+        self.record: LeaseRecord | None = None
+        self.at = 0.0
+
+    def observe(self, record: LeaseRecord, now: float) -> bool:
+        """Note ``record`` as seen at ``now``; True if it differs from the last one."""
+        if record == self.record:
+            return False
+        self.record, self.at = record, now
+        return True
+
+    def held_by_other(self, identity: str, now: float) -> bool:
+        """True while someone else's claim is live: a holder other than
+        ``identity`` whose ``leaseDurationSeconds`` has not passed since we
+        observed its last change."""
+        record = self.record
+        if record is None or not record.holder or record.holder == identity:
+            return False
+        return now < self.at + record.duration
+
+
+def default_identity() -> str:
+    """``$POD_NAME`` (else the hostname) plus a random suffix: unique per process."""
+    base = os.environ.get("POD_NAME") or socket.gethostname()
+    return f"{base}_{uuid.uuid4()}"
+
+
+def default_namespace() -> str:
+    """``$POD_NAMESPACE``, else the service account's namespace file, else ``default``."""
+    namespace = os.environ.get("POD_NAMESPACE")
+    if namespace:
+        return namespace
+    try:
+        return _SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+class LeaderElector:
+    """Campaigns for, holds and releases one Lease. See the module doc.
+
+    Protocol (one task at a time drives it)::
+
+        await elector.acquire()        # returns once this process leads
+        holding = asyncio.create_task(elector.hold())
+        ...                            # lead; `holding` ends when the lease is lost
+        holding.cancel()               # graceful stop: finish work first
+        await elector.release()        # then let a standby take over at once
+
+    When ``hold`` returns, leadership is already over: stop writing
+    immediately. ``release`` only writes if this process still holds the
+    Lease and nobody changed it since its last renewal.
+    ``leader_election_master_status{name}`` follows ``is_leader``.
+    """
+
+    def __init__(
+        self,
+        *,
+        request: RequestFunc,
+        namespace: str,
+        name: str,
+        identity: str,
+        lease_duration: float,
+        renew_deadline: float,
+        retry_period: float,
+        registry: CollectorRegistry | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], dt.datetime] = _utcnow,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        if not 0 < retry_period < renew_deadline < lease_duration:
+            raise ValueError("leader election needs 0 < retry period < renew deadline < lease duration")
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self._duration_seconds = max(1, math.ceil(lease_duration))
+        self._request = request
+        self._clock = clock
+        self._wall = wall
+        self._rand = rand
+        self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        self._observation = Observation()
+        self._lease: Json | None = None  # the Lease as we last wrote it
+        self._renewed_at = 0.0  # monotonic start of the last successful write
+        self._leading = False
+        self._gauge = leader_metrics(registry).master_status.labels(name)
+        self._gauge.set(0)
+        self._log = log.bind(lease=f"{namespace}/{name}", identity=identity)
+
+    @property
+    def is_leader(self) -> bool:
+        """True between a successful ``acquire`` and the end of ``hold`` (or ``release``)."""
+        return self._leading
+
+    @property
+    def holder(self) -> str:
+        """The holder last observed (``""``: free or not yet read)."""
+        record = self._observation.record
+        return record.holder if record else ""
+
+    async def acquire(self) -> None:
+        """Try every retry period (plus jitter) until this process holds the Lease.
+
+        Errors are logged and retried; cancel to give up.
+        """
+        reported = None
+        while True:
+            try:
+                async with asyncio.timeout(self.renew_deadline):
+                    taken = await self._try()
+            except Exception as e:  # noqa: BLE001 - API errors and timeouts: retry
+                self._log.warning("leader.attempt_failed", error=f"{type(e).__name__}: {e}")
+                taken = False
+            if taken:
+                self._start_leading()
+                return
+            if self.holder and self.holder != reported:
+                reported = self.holder
+                self._log.info("leader.standby", holder=self.holder)
+            await asyncio.sleep(self.retry_period * (1 + JITTER * self._rand()))
+
+    async def hold(self) -> None:
+        """Renew every retry period; return once leadership is lost.
+
+        Lost means: no renewal succeeded within ``renew_deadline`` of the
+        last successful one, or another holder was seen. The caller must stop
+        writing at once when this returns. Cancel it to stop renewing (then
+        ``release``).
+        """
+        while True:
+            await asyncio.sleep(self.retry_period)
+            deadline = self._renewed_at + self.renew_deadline
+            while True:
+                remaining = deadline - self._clock()
+                if remaining <= 0:
+                    self._stop_leading("renew deadline exceeded")
+                    return
+                try:
+                    async with asyncio.timeout(remaining):
+                        renewed = await self._try()
+                except Exception as e:  # noqa: BLE001 - retried until the deadline
+                    self._log.warning("leader.renew_failed", error=f"{type(e).__name__}: {e}")
+                    renewed = False
+                if renewed:
+                    break
+                if self._observation.held_by_other(self.identity, self._clock()):
+                    self._stop_leading(f"lease taken by {self.holder}")
+                    return
+                await asyncio.sleep(min(self.retry_period, max(0.0, deadline - self._clock())))
+
+    async def release(self, *, timeout: float = 5.0) -> bool:
+        """Give the Lease up if this process still holds it; True if released.
+
+        Writes against the resourceVersion of our last renewal, so a Lease
+        someone else changed meanwhile is left alone. Never raises.
+        """
+        if not self._leading or self._lease is None:
+            return False
+        self._stop_leading(None)
+        current = LeaseRecord.from_spec(self._lease.get("spec"))
+        body = _with_record(self._lease, released_record(current, now=self._wall()))
+        try:
+            async with asyncio.timeout(timeout):
+                await self._request("PUT", self._path, body=body)
+        except Exception as e:  # noqa: BLE001 - best effort: the lease then expires
+            self._log.warning("leader.release_failed", error=f"{type(e).__name__}: {e}")
+            return False
+        self._log.info("leader.released")
+        return True
+
+    # -- one attempt ----------------------------------------------------------
+
+    async def _try(self) -> bool:
+        """Read the Lease and take or renew it if allowed; True on success."""
+        started = self._clock()
+        try:
+            lease: Json | None = await self._request("GET", self._path)
+        except NotFound:
+            lease = None
+        if lease is None:
+            record = next_record(None, identity=self.identity, duration=self._duration_seconds, now=self._wall())
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": record.to_spec(),
+            }
+            collection = self._path.rsplit("/", 1)[0]
+            try:
+                written = await self._request("POST", collection, body=body)
+            except Conflict:
+                return False  # created by another candidate just now
+            self._wrote(written, started)
+            return True
+        current = LeaseRecord.from_spec(lease.get("spec"))
+        self._observation.observe(current, self._clock())
+        if self._observation.held_by_other(self.identity, self._clock()):
+            return False
+        record = next_record(current, identity=self.identity, duration=self._duration_seconds, now=self._wall())
+        try:
+            written = await self._request("PUT", self._path, body=_with_record(lease, record))
+        except Conflict:
+            return False  # changed since our read: someone else was faster
+        self._wrote(written, started)
+        return True
+
+    def _wrote(self, lease: Json, started: float) -> None:
+        self._lease = lease
+        self._renewed_at = started
+        self._observation.observe(LeaseRecord.from_spec(lease.get("spec")), self._clock())
+
+    def _start_leading(self) -> None:
+        self._leading = True
+        self._gauge.set(1)
+        record = self._observation.record
+        self._log.info("leader.acquired", transitions=record.transitions if record else 0)
+
+    def _stop_leading(self, reason: str | None) -> None:
+        self._leading = False
+        self._gauge.set(0)
+        if reason is not None:
+            self._log.error("leader.lost", reason=reason)
+
+
+def _with_record(lease: Json, record: LeaseRecord) -> Json:
+    """``lease`` (with its metadata and resourceVersion) carrying ``record``."""
+    return {**lease, "spec": {**(lease.get("spec") or {}), **record.to_spec()}}
