@@ -36,6 +36,7 @@ watch connections.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 import contextlib
 import time
 from functools import partial
@@ -47,6 +48,7 @@ from kubernetes_asyncio.client import ApiClient
 from agent.agent import Agent
 from model.configmap import configmap_record
 from model.keys import MANAGED_LABEL, MANAGED_VALUE
+from model import trainjob
 from model.kinds import KINDS
 from model.pod import pod_record
 from model.records import ConfigMapRecord, JobKey, PodRecord, WorkloadRecord
@@ -82,34 +84,46 @@ class Controller:
         self.kube_api = RestKubeAPI(
             api, on_request=lambda method, code: requests.labels(_VERBS.get(method, method.lower()), str(code) if code else "<error>").inc()
         )
-        common = {"namespace": options.namespace, "registry": REGISTRY}
+        ns = options.namespace
         self.workloads: dict[str, Reflector[WorkloadRecord]] = {
             kind.short: Reflector(
                 api,
                 kube.Resource(kind.group, kind.version, kind.plural),
                 transform=partial(kind.record, label_key=options.label_key),
                 label_selector=options.label_key,
+                namespace=ns,
+                registry=REGISTRY,
                 **_handlers(self._on_workload),
-                **common,
             )
             for kind in KINDS
         }
+        # Cluster-scoped and unlabelled: a TrainJob without numNodes takes its
+        # runtime's. Only the count is kept.
+        self.runtimes: Reflector[int] = Reflector(
+            api,
+            kube.Resource(trainjob.GROUP, trainjob.VERSION, trainjob.RUNTIME_PLURAL),
+            transform=trainjob.runtime_nodes,
+            registry=REGISTRY,
+            **_handlers(self._on_runtime),
+        )
         self.pods: Reflector[PodRecord] = Reflector(
             api,
             kube.PODS,
             transform=partial(pod_record, default_port=options.default_port),
             label_selector=options.label_key,
             indexers={"job": lambda p: [p.job] if p.job else []},
+            namespace=ns,
+            registry=REGISTRY,
             **_handlers(self._on_pod),
-            **common,
         )
         self.configmaps: Reflector[ConfigMapRecord] = Reflector(
             api,
             kube.CONFIGMAPS,
             transform=configmap_record,
             label_selector=f"{MANAGED_LABEL}={MANAGED_VALUE}",
+            namespace=ns,
+            registry=REGISTRY,
             **_handlers(self._on_configmap),
-            **common,
         )
         self.agent = Agent(
             api=self.kube_api,
@@ -150,17 +164,36 @@ class Controller:
         if self._working:
             self.queue.add(key)
 
+    def _on_runtime(self, old: int | None, new: int | None) -> None:
+        # A runtime's numNodes changed: its TrainJobs without numNodes follow.
+        for record in self.workloads[trainjob.SHORT].store.list():
+            if record.runtime_ref is not None:
+                self._enqueue(record.key)
+
     def _workload(self, key: JobKey) -> WorkloadRecord | None:
-        short, _, rest = key.partition("/")
-        reflector = self.workloads.get(short)
-        return reflector.store.get(rest) if reflector else None
+        """The workload serving job ``key`` (a TrainJob before the JobSet it owns),
+        with a TrainJob's member count filled in from its runtime."""
+        prefix, _, rest = key.partition("/")
+        for kind in KINDS:
+            if kind.prefix != prefix:
+                continue
+            record = self.workloads[kind.short].store.get(rest)
+            if record is None:
+                continue
+            if record.runtime_ref is None:
+                return record
+            nodes = self.runtimes.store.get(record.runtime_ref)
+            if nodes is None:
+                return replace(record, error=f"ClusterTrainingRuntime {record.runtime_ref} not found or without spec.mlPolicy.numNodes")
+            return replace(record, tasks=tuple(replace(t, replicas=nodes) for t in record.tasks))
+        return None
 
     # Lifecycle. -------------------------------------------------------------------
 
     @property
     def reflectors(self) -> list[Reflector[Any]]:
         """Every informer of this controller."""
-        return [*self.workloads.values(), self.pods, self.configmaps]
+        return [*self.workloads.values(), self.runtimes, self.pods, self.configmaps]
 
     def synced(self) -> bool:
         """True once every informer has listed (the /readyz condition)."""
@@ -184,10 +217,9 @@ class Controller:
         (while standing by) were not queued.
         """
         self._working = True
-        for kind in KINDS:
-            for key in self.workloads[kind.short].store.keys():
-                namespace, _, name = key.partition("/")
-                self.queue.add(JobKey(f"{kind.short}/{namespace}/{name}"))
+        for reflector in self.workloads.values():
+            for record in reflector.store.list():
+                self.queue.add(record.key)
         self._workers = [asyncio.create_task(self._work(), name=f"worker-{i}") for i in range(self.options.workers)]
         log.info("workers.started", workers=self.options.workers)
 

@@ -56,7 +56,7 @@ async def client_configuration(kubeconfig: str | None) -> Configuration:
     if kubeconfig:
         await kube_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        kube_config.load_incluster_config(client_configuration=cfg)
+        kube_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     else:
         await kube_config.load_kube_config(client_configuration=cfg)
     return cfg

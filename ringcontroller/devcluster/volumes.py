@@ -60,7 +60,7 @@ class ConfigMapVolume:
 
     def __init__(self, *, kubeconfig: str, namespace: str, name: str, directory: Path, delay: float = 0.0) -> None:
         self.namespace, self.name, self.directory, self.delay = namespace, name, directory, delay
-        self._api = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
+        self._api = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))  # type: ignore[no-untyped-call]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"volume-{name}", daemon=True)
         self.updates = 0
@@ -79,9 +79,9 @@ class ConfigMapVolume:
     def _run(self) -> None:
         last: dict[str, str] | None = None
         while not self._stop.is_set():
-            w = watch.Watch()
+            w = watch.Watch()  # type: ignore[no-untyped-call]
             try:
-                for event in w.stream(
+                for event in w.stream(  # type: ignore[no-untyped-call]
                     self._api.list_namespaced_config_map,
                     self.namespace,
                     field_selector=f"metadata.name={self.name}",
@@ -101,4 +101,4 @@ class ConfigMapVolume:
             except Exception:  # noqa: BLE001 - a kubelet keeps retrying too
                 time.sleep(0.5)
             finally:
-                w.stop()
+                w.stop()  # type: ignore[no-untyped-call]

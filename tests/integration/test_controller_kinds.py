@@ -64,3 +64,35 @@ def test_jobset_with_indexed_jobs_completes_in_index_order(k8s: Any, namespace: 
     ]
     assert placed == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert [m["ip"] for m in spec["members"]] == [pods[m["pod"]].status.pod_ip for m in spec["members"]]
+
+
+def test_trainjob_takes_numnodes_from_its_runtime_and_ranks_by_completion_index(k8s: Any, namespace: str, controller: ControllerProcess) -> None:
+    runtime_name = f"rt-{namespace}"[:60]
+    k8s.custom.create_cluster_custom_object(
+        "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes",
+        {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime", "metadata": {"name": runtime_name},
+         "spec": {"mlPolicy": {"numNodes": 3}, "template": {"spec": {"replicatedJobs": []}}}},
+    )
+    try:
+        tj = k8s.custom.create_namespaced_custom_object(
+            "trainer.kubeflow.org", "v1alpha1", namespace, "trainjobs",
+            {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+             "metadata": {"name": "tj", "labels": {"ring-controller.atlas": "tensorflow"}},
+             "spec": {"runtimeRef": {"name": runtime_name, "kind": "ClusterTrainingRuntime", "apiGroup": "trainer.kubeflow.org"}}},
+        )
+        # The JobSet as Trainer makes it: same name, owned by the TrainJob, one
+        # Job with completions = numNodes (a custom runtime's layout).
+        owner = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "tj", "uid": tj["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+        js = k8s.custom.create_namespaced_custom_object(
+            "jobset.x-k8s.io", "v1alpha2", namespace, "jobsets",
+            jobset("tj", namespace=namespace, replicated=[("node", 1, 3)], owner=owner),
+        )
+        k8s.batch.create_namespaced_job(namespace, jobset_job(js, rjob="node", job_index=0))
+        spec = wait_spec(k8s, namespace, "rings-config-tj")
+        assert spec["job"]["kind"] == "TrainJob" and spec["job"]["uid"] == tj["metadata"]["uid"]
+        pods = {p.metadata.name: p for p in k8s.core.list_namespaced_pod(namespace).items}
+        assert [int(pods[m["pod"]].metadata.labels["batch.kubernetes.io/job-completion-index"]) for m in spec["members"]] == [0, 1, 2]
+        assert [m["ip"] for m in spec["members"]] == [pods[m["pod"]].status.pod_ip for m in spec["members"]]
+        assert [m["role"] for m in spec["members"]] == ["worker"] * 3
+    finally:
+        k8s.custom.delete_cluster_custom_object("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", runtime_name)
