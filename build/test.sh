@@ -44,4 +44,7 @@ python -m pytest -v tests "$@"
 step "lint-imports (layers: ringcontroller -> agent -> model -> ranktable)"
 lint-imports
 
+step "mypy --strict (ringcontroller agent model ranktable)"
+python -m mypy --strict --ignore-missing-imports ringcontroller agent model ranktable
+
 step "all tests passed"

@@ -150,7 +150,7 @@ class TestRbac:
         assert rules_for(rules, "", "pods") == read
         for group, resource in [
             ("batch.volcano.sh", "jobs"), ("jobset.x-k8s.io", "jobsets"),
-            ("trainer.kubeflow.org", "trainjobs"), ("apps", "deployments"),
+            ("trainer.kubeflow.org", "trainjobs"), ("trainer.kubeflow.org", "clustertrainingruntimes"), ("apps", "deployments"),
         ]:  # fmt: skip
             assert rules_for(rules, group, resource) == read, (group, resource)
         assert rules_for(rules, "", "configmaps") == {"get", "list", "watch", "create", "update", "patch"}
@@ -160,7 +160,7 @@ class TestRbac:
         granted = {(g, r) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
         assert granted == {
             ("", "pods"), ("batch.volcano.sh", "jobs"), ("jobset.x-k8s.io", "jobsets"),
-            ("trainer.kubeflow.org", "trainjobs"), ("apps", "deployments"), ("", "configmaps"),
+            ("trainer.kubeflow.org", "trainjobs"), ("trainer.kubeflow.org", "clustertrainingruntimes"), ("apps", "deployments"), ("", "configmaps"),
             ("", "events"), ("events.k8s.io", "events"),
         }  # fmt: skip
 
