@@ -37,7 +37,7 @@ from ranktable.clusterspec import (
     role_for_task,
     spec_to_json,
 )
-from ranktable.devices import InvalidDeviceAnnotation, parse_device_annotation
+from ranktable.devices import DeviceAnnotation, InvalidDeviceAnnotation, parse_device_annotation
 from ranktable.hccl import render_hccl
 
 
@@ -70,32 +70,52 @@ def _current(workload: WorkloadRecord, pod: PodRecord) -> bool:
     return pod.version is None or pod.version == workload.version
 
 
-def _pick(candidates: list[PodRecord]) -> PodRecord:
+def _preference(pod: PodRecord) -> tuple[bool, str, str]:
     # A replacement can overlap its predecessor (one terminating): prefer the
     # ready one, then the newest, then a stable name order.
-    return max(candidates, key=lambda p: (p.ready, p.created, p.name))
+    return (pod.ready, pod.created, pod.name)
 
 
 def _slots(workload: WorkloadRecord, pods: Iterable[PodRecord]) -> list[tuple[str, int, PodRecord | None]]:
     """(task, index, pod or None) for every expected member, in rank order."""
-    current = [p for p in pods if _current(workload, p)]
     if not workload.indexed:
         # No index on the pods: rank live pods by creation, then name.
-        live = sorted((p for p in current if not p.deleting), key=lambda p: (p.created, p.name))
+        live = sorted((p for p in pods if _current(workload, p) and not p.deleting), key=lambda p: (p.created, p.name))
         task = workload.tasks[0].name if workload.tasks else ""
         return [(task, i, live[i] if i < len(live) else None) for i in range(workload.expected)]
     per_job = {t.name: t.per_job for t in workload.tasks}
-    by_slot: dict[tuple[str, int], list[PodRecord]] = {}
-    for pod in current:
-        if pod.index is not None and pod.task in per_job:
-            index = pod.job_index * per_job[pod.task] + pod.index
-            by_slot.setdefault((pod.task, index), []).append(pod)
-    slots: list[tuple[str, int, PodRecord | None]] = []
-    for task in workload.tasks:
-        for index in range(task.replicas):
-            found = by_slot.get((task.name, index))
-            slots.append((task.name, index, _pick(found) if found else None))
-    return slots
+    best: dict[tuple[str, int], PodRecord] = {}
+    for pod in pods:
+        if pod.index is None or pod.task not in per_job or not _current(workload, pod):
+            continue
+        key = (pod.task, pod.job_index * per_job[pod.task] + pod.index)
+        other = best.get(key)
+        if other is None or _preference(pod) > _preference(other):
+            best[key] = pod
+    return [(task.name, index, best.get((task.name, index))) for task in workload.tasks for index in range(task.replicas)]
+
+
+#: Parsed device annotations by their text (an error as ``(reason, message)``).
+#: Parsing is pure, and the same text comes back on every sync of a job until
+#: the pod changes, so a 1,024-member NPU job would otherwise re-parse and
+#: re-validate 1,024 annotations per pod event while it initializes. Bounded:
+#: cleared when full (the texts are also held by the pod records, so the keys
+#: cost nothing extra).
+_PARSED: dict[str, DeviceAnnotation | tuple[str, str]] = {}
+_PARSED_MAX = 16384
+
+
+def _parse_devices(text: str) -> DeviceAnnotation | tuple[str, str]:
+    found = _PARSED.get(text)
+    if found is None:
+        try:
+            found = parse_device_annotation(text)
+        except InvalidDeviceAnnotation as e:
+            found = (e.reason, str(e))  # not the exception: its traceback would pin frames
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[text] = found
+    return found
 
 
 def decide(
@@ -111,48 +131,37 @@ def decide(
     ``previous`` is the spec currently in the ConfigMap (None if there is
     none); it only feeds the epoch. The caller writes ``data`` if it differs
     from what the ConfigMap holds.
+
+    Cost: one pass over the pods and one over the slots; members are built
+    (and the files rendered with them) only when the spec completes, and
+    device annotations are parsed once per text, so the many syncs of a big
+    job that is still coming up stay cheap.
     """
     problems: list[Problem] = []
-    members: list[Member] = []
     wants_devices = workload.wants_devices
     if workload.error:
         problems.append(Problem("invalid_workload", f"{workload.kind} {workload.name}: {workload.error}"))
+    counting: list[tuple[int, str, int, PodRecord, DeviceAnnotation | None]] = []
     for rank, (task, index, pod) in enumerate(_slots(workload, pods)):
         if pod is None or not pod.ready:
             continue
         if pod.port_error:
             problems.append(Problem("invalid_port", f"pod {pod.name}: {pod.port_error}"))
             continue
-        devices = ()
-        host = pod.host_ip
+        annotation: DeviceAnnotation | None = None
         if wants_devices or pod.wants_devices:
             if pod.devices is None:
                 continue  # the device plugin has not annotated it yet
-            try:
-                annotation = parse_device_annotation(pod.devices)
-            except InvalidDeviceAnnotation as e:
-                problems.append(Problem(f"device_{e.reason}", f"pod {pod.name}: invalid device annotation: {e}"))
+            parsed = _parse_devices(pod.devices)
+            if isinstance(parsed, tuple):
+                reason, message = parsed
+                problems.append(Problem(f"device_{reason}", f"pod {pod.name}: invalid device annotation: {message}"))
                 continue
-            devices = annotation.devices
-            host = annotation.server_id or host
-        members.append(
-            Member(
-                rank=rank,
-                task=task,
-                role=role_for_task(task),
-                index=index,
-                pod=pod.name,
-                uid=pod.uid,
-                ip=pod.ip,
-                port=pod.port,
-                node=pod.node,
-                host=host,
-                devices=tuple(devices),
-            )
-        )
+            annotation = parsed
+        counting.append((rank, task, index, pod, annotation))
     expected = workload.expected
-    complete = expected > 0 and len(members) == expected and not workload.error
-    listed = tuple(members) if complete else ()
+    complete = expected > 0 and len(counting) == expected and not workload.error
+    listed = tuple(_member(*c) for c in counting) if complete else ()
     epoch = previous.epoch if previous is not None else 0
     if listed != (previous.members if previous is not None else ()):
         epoch += 1
@@ -164,14 +173,30 @@ def decide(
         members=listed,
     )
     data = {CLUSTER_FILE: spec_to_json(spec)}
-    if wants_devices or any(m.devices for m in members):
+    if wants_devices or any(a is not None and a.devices for *_, a in counting):
         data[HCCL_FILE] = render_hccl(spec, version=hccl_version)
     size = sum(len(k) + len(v.encode()) for k, v in data.items())
     if size > size_limit:
         problems.append(
             Problem("too_large", f"spec of {expected} members is {size} bytes, over the ConfigMap limit of {size_limit}")
         )
-        return Decision(spec=spec, data=None, ready=len(members), problems=tuple(problems))
+        return Decision(spec=spec, data=None, ready=len(counting), problems=tuple(problems))
     if workload.error:
-        return Decision(spec=spec, data=None, ready=len(members), problems=tuple(problems))
-    return Decision(spec=spec, data=data, ready=len(members), problems=tuple(problems))
+        return Decision(spec=spec, data=None, ready=len(counting), problems=tuple(problems))
+    return Decision(spec=spec, data=data, ready=len(counting), problems=tuple(problems))
+
+
+def _member(rank: int, task: str, index: int, pod: PodRecord, annotation: DeviceAnnotation | None) -> Member:
+    return Member(
+        rank=rank,
+        task=task,
+        role=role_for_task(task),
+        index=index,
+        pod=pod.name,
+        uid=pod.uid,
+        ip=pod.ip,
+        port=pod.port,
+        node=pod.node,
+        host=(annotation.server_id or pod.host_ip) if annotation is not None else pod.host_ip,
+        devices=annotation.devices if annotation is not None else (),
+    )

@@ -25,6 +25,7 @@ from agent import metrics
 from agent.api import Conflict, KubeAPI, NotFound
 from agent.decide import Decision, Problem, decide
 from model.configmap import configmap_body, configmap_record
+from model.keys import MANAGED_LABEL, MANAGED_VALUE
 from model.records import ConfigMapRecord, PodRecord, WorkloadRecord
 from ranktable.clusterspec import CLUSTER_FILE, STATUS_COMPLETED, ClusterSpec, SpecError, spec_from_json
 
@@ -36,12 +37,14 @@ MAX_CONFLICTS = 3
 
 @dataclass(frozen=True, slots=True)
 class Written:
-    """A ConfigMap state known to be on the server."""
+    """A ConfigMap state known to be on the server (``replaced``: the
+    resourceVersion our write of it replaced, None if read or created)."""
 
     uid: str
     resource_version: str
     data: dict[str, str]
     spec: ClusterSpec | None
+    replaced: str | None = None
 
 
 def _written(cm: ConfigMapRecord) -> Written:
@@ -53,8 +56,26 @@ def _written(cm: ConfigMapRecord) -> Written:
     return Written(uid=cm.uid, resource_version=cm.resource_version, data=cm.data, spec=spec)
 
 
-class ForeignConfigMap(Exception):
-    """The spec's ConfigMap exists without the controller's label."""
+class Untouchable(Exception):
+    """The spec's ConfigMap must not be written: it is foreign (no controller
+    label) or names another job. ``reason`` is the problem code."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def _check_owner(workload: WorkloadRecord, job: str | None) -> None:
+    """Raise Untouchable when a managed ConfigMap belongs to another job.
+
+    Two workloads naming the same ConfigMap would overwrite each other's
+    spec (and move its ownerReference); the first one keeps it.
+    """
+    if job is not None and job != workload.key:
+        raise Untouchable(
+            "configmap_taken",
+            f"ConfigMap {workload.configmap} holds the spec of {job}; give this workload its own rings-config volume",
+        )
 
 
 class JobWorker:
@@ -83,70 +104,71 @@ class JobWorker:
         ready, for the latency metric.
         """
         bound = log.bind(job=workload.key, configmap=workload.configmap)
-        base = self._base(cm)
-        for _ in range(MAX_CONFLICTS):
-            decision = decide(
-                workload, pods, previous=base.spec if base else None, hccl_version=self._hccl_version
-            )
-            await self._report(workload, decision.problems, bound.bind(epoch=decision.spec.epoch))
-            if decision.data is None:
-                self.status = "invalid"
-                return decision
-            if base is not None and base.data == decision.data:
-                self.written = base
-                await self._settled(workload, decision, bound, last_ready=last_ready, wrote=False)
-                return decision
-            try:
-                self.written = await self._write(workload, decision, base)
-            except Conflict:
-                metrics.CONFIGMAP_WRITES.labels("update" if base else "create", "conflict").inc()
-                base = await self._fetch(workload)
-                continue
-            except ForeignConfigMap:
-                self.status = "invalid"
-                await self._report(
-                    workload,
-                    (
-                        Problem(
-                            "foreign_configmap",
-                            f"ConfigMap {workload.configmap} exists without label "
-                            "ring-controller.io/managed=true; it is left untouched",
-                        ),
-                    ),
-                    bound,
+        try:
+            base = await self._base(workload, cm)
+            for _ in range(MAX_CONFLICTS):
+                decision = decide(
+                    workload, pods, previous=base.spec if base else None, hccl_version=self._hccl_version
                 )
+                await self._report(workload, decision.problems, bound.bind(epoch=decision.spec.epoch))
+                if decision.data is None:
+                    self.status = "invalid"
+                    return decision
+                if base is not None and base.data == decision.data:
+                    self.written = base
+                    await self._settled(workload, decision, bound, last_ready=last_ready, wrote=False)
+                    return decision
+                try:
+                    self.written = await self._write(workload, decision, base)
+                except Conflict:
+                    metrics.CONFIGMAP_WRITES.labels("update" if base else "create", "conflict").inc()
+                    base = await self._fetch(workload)
+                    continue
+                bound.info(
+                    "configmap.written",
+                    status=decision.spec.status,
+                    epoch=decision.spec.epoch,
+                    ready=decision.ready,
+                    expected=decision.spec.expected,
+                )
+                await self._settled(workload, decision, bound, last_ready=last_ready, wrote=True)
                 return decision
-            bound.info(
-                "configmap.written",
-                status=decision.spec.status,
-                epoch=decision.spec.epoch,
-                ready=decision.ready,
-                expected=decision.spec.expected,
-            )
-            await self._settled(workload, decision, bound, last_ready=last_ready, wrote=True)
-            return decision
+        except Untouchable as e:
+            self.status = "invalid"
+            self.written = None
+            await self._report(workload, (Problem(e.reason, str(e)),), bound)
+            return decide(workload, pods, previous=None, hccl_version=self._hccl_version)
         raise RuntimeError(f"ConfigMap {workload.configmap}: still conflicting after {MAX_CONFLICTS} attempts")
 
-    def _base(self, cm: ConfigMapRecord | None) -> Written | None:
-        """What the ConfigMap holds as far as we know: our last write unless the
-        informer shows a different object (recreated or changed by others)."""
+    async def _base(self, workload: WorkloadRecord, cm: ConfigMapRecord | None) -> Written | None:
+        """What the ConfigMap holds now, as cheaply as it can be known for sure.
+
+        Our last write when the informer shows it, or shows the version that
+        write replaced (the informer lags our own writes); the informer's copy
+        when it shows anything else (changed by someone, recreated); a GET when
+        the informer shows nothing although we wrote one (deleted, or not yet
+        seen). Raises Untouchable for a ConfigMap of another job.
+        """
         if cm is None:
-            return self.written
-        if not cm.managed:
-            return None
-        if self.written is not None and self.written.uid == cm.uid:
-            # The informer may lag our own write; a later foreign change
-            # surfaces as a 409 on the next write.
-            return self.written
+            return None if self.written is None else await self._fetch(workload)
+        _check_owner(workload, cm.job)
+        w = self.written
+        if w is not None and w.uid == cm.uid and cm.resource_version in (w.resource_version, w.replaced):
+            return w
         return _written(cm)
 
     async def _fetch(self, workload: WorkloadRecord) -> Written | None:
+        """The ConfigMap as the server has it (None if absent); raises Untouchable."""
         raw = await self._api.get_configmap(workload.namespace, workload.configmap)
         if raw is None:
             return None
         cm = configmap_record(raw)
         if not cm.managed:
-            raise ForeignConfigMap(workload.configmap)
+            raise Untouchable(
+                "foreign_configmap",
+                f"ConfigMap {workload.configmap} exists without label {MANAGED_LABEL}={MANAGED_VALUE}; it is left untouched",
+            )
+        _check_owner(workload, cm.job)
         return _written(cm)
 
     async def _write(self, workload: WorkloadRecord, decision: Decision, base: Written | None) -> Written:
@@ -175,15 +197,11 @@ class JobWorker:
             resource_version=str(meta.get("resourceVersion", "")),
             data=decision.data,
             spec=decision.spec,
+            replaced=base.resource_version if base else None,
         )
 
     async def _create(self, workload: WorkloadRecord, body: dict[str, object]) -> dict[str, object]:
-        try:
-            raw = await self._api.create_configmap(workload.namespace, body)
-        except Conflict:
-            # Taken: ours (informer lagging) or foreign. _fetch tells which.
-            await self._fetch(workload)
-            raise
+        raw = await self._api.create_configmap(workload.namespace, body)  # Conflict: name taken
         metrics.CONFIGMAP_WRITES.labels("create", "ok").inc()
         return raw
 
@@ -199,6 +217,8 @@ class JobWorker:
         """Record the spec now on the server; announce a newly completed epoch."""
         spec = decision.spec
         self.status = spec.status
+        if not decision.problems:
+            self._reported.clear()  # a problem that comes back is reported again
         if spec.status != STATUS_COMPLETED or self._completed_epoch == spec.epoch:
             return
         self._completed_epoch = spec.epoch
@@ -250,4 +270,5 @@ def _event_reason(reason: str) -> str:
         "invalid_workload": "InvalidWorkload",
         "too_large": "SpecTooLarge",
         "foreign_configmap": "ForeignConfigMap",
+        "configmap_taken": "ConfigMapTaken",
     }.get(reason, "InvalidInput")

@@ -37,4 +37,4 @@ def int_or_none(value: str | None) -> int | None:
     if value is None:
         return None
     value = value.strip()
-    return int(value) if value.isdigit() else None
+    return int(value) if value.isascii() and value.isdigit() else None

@@ -2,15 +2,22 @@
 
 Called by the pod informer for every event, so it reads only what the
 product uses and allocates one small record.
+
+Strings that many pods share (namespace, job key, owner uid, task, phase,
+node, host IP, creation second) are interned: the informer keeps every
+selected pod's record for as long as the pod lives, and without interning
+each record would hold its own copy of each, decoded afresh from every
+event (about 40 % of a record's memory at 1,600 pods).
 """
 
 from __future__ import annotations
 
+from sys import intern
 from typing import Any
 
 from model.keys import DEFAULT_PORT, DEVICE_ANNOTATION
 from model.kinds import identify_pod
-from model.records import PodRecord, PodUID
+from model.records import JobKey, PodRecord, PodUID
 from model.template import member_port, wants_devices
 
 Json = dict[str, Any]
@@ -25,21 +32,21 @@ def pod_record(raw: Json, *, default_port: int = DEFAULT_PORT) -> PodRecord:
     identity = identify_pod(meta)
     port, port_error = member_port(spec, annotations, default=default_port)
     return PodRecord(
-        namespace=str(meta.get("namespace", "")),
+        namespace=intern(str(meta.get("namespace", ""))),
         name=str(meta.get("name", "")),
         uid=PodUID(str(meta.get("uid", ""))),
-        job=identity.job if identity else None,
-        owner_uid=identity.owner_uid if identity else None,
-        task=identity.task if identity else "",
+        job=JobKey(intern(identity.job)) if identity else None,
+        owner_uid=intern(identity.owner_uid) if identity and identity.owner_uid else None,
+        task=intern(identity.task) if identity else "",
         index=identity.index if identity else None,
         version=identity.version if identity else None,
         job_index=identity.job_index if identity else 0,
-        phase=str(status.get("phase", "")),
+        phase=intern(str(status.get("phase", ""))),
         ip=str(status.get("podIP") or ""),
-        host_ip=str(status.get("hostIP") or ""),
-        node=str(spec.get("nodeName") or ""),
+        host_ip=intern(str(status.get("hostIP") or "")),
+        node=intern(str(spec.get("nodeName") or "")),
         port=port,
-        created=str(meta.get("creationTimestamp", "")),
+        created=intern(str(meta.get("creationTimestamp", ""))),
         deleting=bool(meta.get("deletionTimestamp")),
         devices=annotations.get(DEVICE_ANNOTATION),
         wants_devices=wants_devices(spec),

@@ -143,7 +143,7 @@ class ApiSource:
                             if code == 410:
                                 self._log("watch: resourceVersion too old (410 Gone), relisting")
                             else:
-                                self._log(f"watch error {code}: {obj.get('message')}; relisting")
+                                backoff = self._pause(f"watch error {code}: {obj.get('message')}", backoff, deadline)
                             resource_version = None
                             break
                         resource_version = (obj.get("metadata") or {}).get("resourceVersion") or resource_version

@@ -79,6 +79,7 @@ class Controller:
 
     def __init__(self, *, api: ApiClient, options: Options) -> None:
         self.options = options
+        self._api = api
         self.queue: WorkQueue[JobKey] = WorkQueue(QUEUE_NAME, registry=REGISTRY)
         requests = client_metrics(REGISTRY).api_requests
         self.kube_api = RestKubeAPI(
@@ -99,7 +100,7 @@ class Controller:
         }
         # Cluster-scoped and unlabelled: a TrainJob without numNodes takes its
         # runtime's. Only the count is kept.
-        self.runtimes: Reflector[int] = Reflector(
+        self.runtimes: Reflector[int] | None = Reflector(
             api,
             kube.Resource(trainjob.GROUP, trainjob.VERSION, trainjob.RUNTIME_PLURAL),
             transform=trainjob.runtime_nodes,
@@ -166,7 +167,8 @@ class Controller:
 
     def _on_runtime(self, old: int | None, new: int | None) -> None:
         # A runtime's numNodes changed: its TrainJobs without numNodes follow.
-        for record in self.workloads[trainjob.SHORT].store.list():
+        trainjobs = self.workloads.get(trainjob.SHORT)
+        for record in trainjobs.store.list() if trainjobs else ():
             if record.runtime_ref is not None:
                 self._enqueue(record.key)
 
@@ -177,12 +179,13 @@ class Controller:
         for kind in KINDS:
             if kind.prefix != prefix:
                 continue
-            record = self.workloads[kind.short].store.get(rest)
+            reflector = self.workloads.get(kind.short)
+            record = reflector.store.get(rest) if reflector else None
             if record is None:
                 continue
             if record.runtime_ref is None:
                 return record
-            nodes = self.runtimes.store.get(record.runtime_ref)
+            nodes = self.runtimes.store.get(record.runtime_ref) if self.runtimes else None
             if nodes is None:
                 return replace(record, error=f"ClusterTrainingRuntime {record.runtime_ref} not found or without spec.mlPolicy.numNodes")
             return replace(record, tasks=tuple(replace(t, replicas=nodes) for t in record.tasks))
@@ -193,14 +196,49 @@ class Controller:
     @property
     def reflectors(self) -> list[Reflector[Any]]:
         """Every informer of this controller."""
-        return [*self.workloads.values(), self.runtimes, self.pods, self.configmaps]
+        runtimes = [self.runtimes] if self.runtimes else []
+        return [*self.workloads.values(), *runtimes, self.pods, self.configmaps]
 
     def synced(self) -> bool:
         """True once every informer has listed (the /readyz condition)."""
         return all(r.has_synced.is_set() for r in self.reflectors)
 
+    async def discover(self) -> None:
+        """Drop the informers of workload kinds this cluster does not serve.
+
+        A cluster without, say, Kubeflow Trainer has no TrainJob resource: a
+        reflector for it would fail its list forever and the caches would never
+        sync. Kinds are looked up once, by API discovery (retried while the
+        API server is unreachable); a CRD installed later needs a restart.
+        """
+        served: dict[str, set[str]] = {}
+        delay = 1.0
+        groups = {f"{k.group}/{k.version}" for k in KINDS} | {f"{trainjob.GROUP}/{trainjob.VERSION}"}
+        while True:
+            try:
+                for gv in sorted(groups):
+                    try:
+                        body = await kube.get_json(self._api, f"/apis/{gv}", registry=REGISTRY)
+                        served[gv] = {str(r.get("name")) for r in body.get("resources") or []}
+                    except kube.ApiStatusError as e:
+                        if e.status != 404:
+                            raise
+                        served[gv] = set()
+                break
+            except Exception as e:  # noqa: BLE001 - unreachable API server: keep trying
+                log.warning("discovery.failed", error=str(e), retry_in=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+        for kind in KINDS:
+            if kind.plural not in served.get(f"{kind.group}/{kind.version}", set()):
+                del self.workloads[kind.short]
+                log.warning("kind.unavailable", kind=kind.kind, api_version=kind.api_version, hint="its CRD is not installed; restart after installing it")
+        if trainjob.RUNTIME_PLURAL not in served.get(f"{trainjob.GROUP}/{trainjob.VERSION}", set()):
+            self.runtimes = None
+
     async def start_informers(self) -> None:
         """Start every informer and wait until all caches synced."""
+        await self.discover()
         self._informers = [asyncio.create_task(r.run(), name=f"informer-{r.resource}") for r in self.reflectors]
         await asyncio.gather(*(r.has_synced.wait() for r in self.reflectors))
         log.info(
@@ -261,23 +299,26 @@ class Controller:
         since = list(self._incomplete_since.values())
         return time.monotonic() - min(since) if since else 0.0
 
-    async def stop(self, *, timeout: float, drain: bool = True) -> None:
+    async def stop(self, *, timeout: float, drain: bool = True, abort: asyncio.Future[Any] | None = None) -> None:
         """Stop the workers, then the informers; call once, at the end.
 
         With ``drain``, queued and in-flight syncs finish first, for at most
         ``timeout`` seconds (then they are cancelled). Without it (leadership
         lost) workers are cancelled at once: a write in flight either reached
-        the server or not, and is never followed by another. Later calls do
-        nothing.
+        the server or not, and is never followed by another. ``abort`` (the
+        lease renewal) ending during the drain cuts it short the same way:
+        only a leader may write. Later calls do nothing.
         """
         if self._stopped:
             return
         self._stopped = True
         if self._workers and drain:
-            try:
-                await asyncio.wait_for(self.queue.shutdown_with_drain(), timeout)
-            except asyncio.TimeoutError:
-                log.warning("shutdown.timeout", timeout=timeout)
+            drained = asyncio.ensure_future(self.queue.shutdown_with_drain())
+            done, _ = await asyncio.wait({drained, *([abort] if abort else [])}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if drained not in done:
+                drained.cancel()
+                self.queue.shutdown()
+                log.warning("shutdown.cut_short", reason="lease lost" if abort in done else "timeout", timeout=timeout)
         else:
             self.queue.shutdown()
         for task in [*self._workers, *self._informers]:

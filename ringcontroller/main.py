@@ -123,8 +123,11 @@ async def serve(controller: Controller, elector: LeaderElector | None, stop: asy
         stopping.cancel()
         informers.cancel()
         # The lease is still renewed (by `holding`) while the workers drain.
-        await controller.stop(timeout=shutdown_timeout, drain=not lost)
+        await controller.stop(timeout=shutdown_timeout, drain=not lost, abort=holding)
         if holding is not None:
+            if holding.done() and not lost:
+                lost = True  # lost while draining: the drain was cut short
+                log.error("controller.leadership_lost", exit_code=EXIT_FAILED)
             holding.cancel()
             await asyncio.wait({holding})
         if elector is not None and not lost:

@@ -1,0 +1,225 @@
+"""The per-job worker's write path, on an in-memory ConfigMap store.
+
+``MemoryAPI`` implements the agent's four-verb ``KubeAPI`` protocol over a
+dict with resourceVersions and 409/404 like the API server's, so the state
+machine (informer lag, foreign edits, deletions, conflicts, restarts) is
+tested on plain data. The real API server is exercised by the integration
+tests.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from agent.api import Conflict, NotFound
+from agent.worker import JobWorker
+from model.configmap import configmap_record
+from model.pod import pod_record
+from model.records import ConfigMapRecord, PodRecord, WorkloadRecord
+from model.volcano import workload_record
+from tests.factories import volcano_job, volcano_pod
+
+Json = dict[str, Any]
+LABEL = "ring-controller.atlas"
+
+
+class MemoryAPI:
+    """ConfigMaps in a dict, with resourceVersion preconditions; Events in a list."""
+
+    def __init__(self) -> None:
+        self.cms: dict[tuple[str, str], Json] = {}
+        self.events: list[tuple[str, str]] = []
+        self.calls: list[str] = []
+        self._rv = 100
+        self._uid = 0
+
+    def _stamp(self, body: Json, *, uid: str | None = None) -> Json:
+        self._rv += 1
+        body = copy.deepcopy(body)
+        body["metadata"]["resourceVersion"] = str(self._rv)
+        if uid is None:
+            self._uid += 1
+            uid = f"cm-{self._uid}"
+        body["metadata"]["uid"] = uid
+        return body
+
+    def put(self, namespace: str, body: Json) -> Json:
+        """Store ``body`` as someone else would (no precondition)."""
+        key = (namespace, body["metadata"]["name"])
+        old = self.cms.get(key)
+        self.cms[key] = self._stamp(body, uid=old["metadata"]["uid"] if old else None)
+        return copy.deepcopy(self.cms[key])
+
+    def record(self, namespace: str, name: str) -> ConfigMapRecord | None:
+        raw = self.cms.get((namespace, name))
+        return configmap_record(raw) if raw else None
+
+    async def get_configmap(self, namespace: str, name: str) -> Json | None:
+        self.calls.append("get")
+        raw = self.cms.get((namespace, name))
+        return copy.deepcopy(raw) if raw else None
+
+    async def create_configmap(self, namespace: str, body: Json) -> Json:
+        self.calls.append("create")
+        key = (namespace, body["metadata"]["name"])
+        if key in self.cms:
+            raise Conflict(409, "already exists")
+        self.cms[key] = self._stamp(body)
+        return copy.deepcopy(self.cms[key])
+
+    async def replace_configmap(self, namespace: str, name: str, body: Json) -> Json:
+        self.calls.append("update")
+        old = self.cms.get((namespace, name))
+        if old is None:
+            raise NotFound(404, "not found")
+        if body["metadata"].get("resourceVersion") != old["metadata"]["resourceVersion"]:
+            raise Conflict(409, "the object has been modified")
+        self.cms[(namespace, name)] = self._stamp(body, uid=old["metadata"]["uid"])
+        return copy.deepcopy(self.cms[(namespace, name)])
+
+    async def emit_event(self, *, involved: Json, event_type: str, reason: str, message: str) -> None:
+        self.events.append((event_type, reason))
+
+
+def _job(workers: int = 2) -> tuple[Json, WorkloadRecord]:
+    raw = volcano_job("j", namespace="ns", tasks=[("worker", workers)], uid="job-uid")
+    return raw, workload_record(raw, label_key=LABEL)
+
+
+def _pods(raw: Json, n: int, *, base: int = 1) -> list[PodRecord]:
+    return [
+        pod_record(volcano_pod(raw, task="worker", index=i, uid=f"p{i}-{base}", ip=f"127.1.0.{base + i}", phase="Running"))
+        for i in range(n)
+    ]
+
+
+def _spec(api: MemoryAPI) -> Json:
+    return json.loads(api.cms[("ns", "rings-config-j")]["data"]["cluster.json"])  # type: ignore[no-any-return]
+
+
+async def test_create_then_complete_is_two_writes() -> None:
+    api = MemoryAPI()
+    raw, wl = _job()
+    w = JobWorker(api=api)
+    await w.sync(wl, [], None)
+    assert api.calls == ["create"] and _spec(api)["status"] == "initializing"
+    await w.sync(wl, _pods(raw, 2), None)  # informer has not seen our create yet: one GET
+    assert api.calls == ["create", "get", "update"]
+    assert _spec(api)["status"] == "completed" and w.status == "completed"
+    assert api.events == [("Normal", "SpecCompleted")]
+
+
+async def test_informer_lagging_our_own_write_costs_no_call() -> None:
+    api = MemoryAPI()
+    raw, wl = _job()
+    w = JobWorker(api=api)
+    await w.sync(wl, [], None)
+    created = api.record("ns", "rings-config-j")
+    await w.sync(wl, _pods(raw, 2), created)
+    api.calls.clear()
+    # The informer still shows the create (the version our update replaced).
+    await w.sync(wl, _pods(raw, 2), created)
+    assert api.calls == []
+
+
+async def test_deleted_configmap_is_recreated_with_a_continuing_epoch() -> None:
+    api = MemoryAPI()
+    raw, wl = _job()
+    w = JobWorker(api=api)
+    await w.sync(wl, _pods(raw, 2), None)
+    epoch = _spec(api)["epoch"]
+    del api.cms[("ns", "rings-config-j")]
+    await w.sync(wl, _pods(raw, 2), None)
+    assert _spec(api)["status"] == "completed" and _spec(api)["epoch"] == epoch
+
+
+async def test_hand_edited_spec_is_corrected() -> None:
+    api = MemoryAPI()
+    raw, wl = _job()
+    w = JobWorker(api=api)
+    await w.sync(wl, _pods(raw, 2), None)
+    good = _spec(api)
+    edited = copy.deepcopy(api.cms[("ns", "rings-config-j")])
+    edited["data"]["cluster.json"] = edited["data"]["cluster.json"].replace("127.1.0.2", "10.9.9.9")
+    api.put("ns", edited)
+    await w.sync(wl, _pods(raw, 2), api.record("ns", "rings-config-j"))
+    assert _spec(api)["members"] == good["members"]
+
+
+async def test_label_stripped_under_us_makes_it_foreign_without_raising() -> None:
+    api = MemoryAPI()
+    raw, wl = _job()
+    w = JobWorker(api=api)
+    await w.sync(wl, [], None)
+    stripped = copy.deepcopy(api.cms[("ns", "rings-config-j")])
+    stripped["metadata"]["labels"] = {}
+    api.put("ns", stripped)
+    before = copy.deepcopy(api.cms[("ns", "rings-config-j")])
+    await w.sync(wl, _pods(raw, 2), None)  # the informer dropped it (label selector)
+    assert api.cms[("ns", "rings-config-j")] == before
+    assert w.status == "invalid" and ("Warning", "ForeignConfigMap") in api.events
+
+
+async def test_foreign_configmap_found_on_create_is_untouched() -> None:
+    api = MemoryAPI()
+    raw, wl = _job()
+    api.put("ns", {"metadata": {"name": "rings-config-j", "namespace": "ns"}, "data": {"hccl.json": "{}"}})
+    w = JobWorker(api=api)
+    await w.sync(wl, _pods(raw, 2), None)
+    assert api.cms[("ns", "rings-config-j")]["data"] == {"hccl.json": "{}"}
+    assert api.events == [("Warning", "ForeignConfigMap")]
+    await w.sync(wl, _pods(raw, 2), None)
+    assert api.events == [("Warning", "ForeignConfigMap")]  # reported once
+
+
+async def test_configmap_of_another_job_is_not_taken_over() -> None:
+    api = MemoryAPI()
+    raw_a, wl_a = _job()
+    await JobWorker(api=api).sync(wl_a, _pods(raw_a, 2), None)
+    raw_b = volcano_job("other", namespace="ns", tasks=[("worker", 1)], uid="b-uid")
+    raw_b["spec"]["tasks"][0]["template"]["spec"]["volumes"] = [{"name": "rings-config", "configMap": {"name": "rings-config-j"}}]
+    wl_b = workload_record(raw_b, label_key=LABEL)
+    before = copy.deepcopy(api.cms[("ns", "rings-config-j")])
+    w_b = JobWorker(api=api)
+    await w_b.sync(wl_b, [], api.record("ns", "rings-config-j"))
+    assert api.cms[("ns", "rings-config-j")] == before
+    assert w_b.status == "invalid" and ("Warning", "ConfigMapTaken") in api.events
+
+
+async def test_restarted_worker_adopts_the_written_spec_without_writing() -> None:
+    api = MemoryAPI()
+    raw, wl = _job()
+    await JobWorker(api=api).sync(wl, _pods(raw, 2), None)
+    api.calls.clear()
+    fresh = JobWorker(api=api)
+    await fresh.sync(wl, _pods(raw, 2), api.record("ns", "rings-config-j"))
+    assert api.calls == [] and fresh.status == "completed"
+    assert api.events == [("Normal", "SpecCompleted")]  # not announced twice
+
+
+async def test_conflicting_writer_is_retried_on_the_fresh_version() -> None:
+    api = MemoryAPI()
+    raw, wl = _job()
+    w = JobWorker(api=api)
+    await w.sync(wl, [], None)
+    stale = api.record("ns", "rings-config-j")
+    touched = copy.deepcopy(api.cms[("ns", "rings-config-j")])
+    touched["metadata"].setdefault("annotations", {})["someone"] = "else"
+    api.put("ns", touched)  # a metadata-only change by someone else
+    w.written = None  # forget: as after a restart with a stale informer
+    await w.sync(wl, _pods(raw, 2), stale)
+    assert "update" in api.calls and _spec(api)["status"] == "completed"
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+async def test_epoch_is_stable_across_identical_syncs(workers: int) -> None:
+    api = MemoryAPI()
+    raw, wl = _job(workers)
+    w = JobWorker(api=api)
+    for _ in range(3):
+        await w.sync(wl, _pods(raw, workers), api.record("ns", "rings-config-j"))
+    assert _spec(api)["epoch"] == 1 and api.calls.count("update") + api.calls.count("create") == 1
