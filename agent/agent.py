@@ -36,6 +36,9 @@ from model.records import ConfigMapRecord, JobKey, ObjectKey, PodRecord, Workloa
 
 log = structlog.get_logger()
 
+#: How often a job whose spec cannot be written is looked at again.
+RECHECK_INVALID_SECONDS = 60.0
+
 
 class BackgroundEvents:
     """``api`` with ``emit_event`` returning at once; the Event is sent by a task.
@@ -92,6 +95,7 @@ class Agent:
         workload: Callable[[JobKey], WorkloadRecord | None],
         pods: Callable[[JobKey], list[PodRecord]],
         configmap: Callable[[ObjectKey], ConfigMapRecord | None],
+        requeue_after: Callable[[JobKey, float], None] | None = None,
         hccl_version: str = "v2",
     ) -> None:
         self._api = api
@@ -100,6 +104,7 @@ class Agent:
         self._workload = workload
         self._pods = pods
         self._configmap = configmap
+        self._requeue_after = requeue_after
         self._hccl_version = hccl_version
         self._workers: dict[JobKey, JobWorker] = {}
         self._last_ready: dict[JobKey, float] = {}
@@ -111,6 +116,8 @@ class Agent:
         record = new or old
         if record is not None and old != new:
             self._enqueue(record.key)
+        if new is None and old is not None:
+            self._last_ready.pop(old.key, None)  # also on a standby, which never syncs
 
     def on_pod(self, old: PodRecord | None, new: PodRecord | None) -> None:
         """A selected pod was added, changed or deleted."""
@@ -150,6 +157,10 @@ class Agent:
             if worker.status != before:
                 _count(before, -1)
                 _count(worker.status, +1)
+        if worker.status == "invalid" and self._requeue_after is not None:
+            # What blocks it (a foreign ConfigMap, another job's) may go away
+            # without an event this controller watches: look again later.
+            self._requeue_after(key, RECHECK_INVALID_SECONDS)
 
     def status(self, key: JobKey) -> str | None:
         """The spec status last settled for ``key`` (for health and tests)."""

@@ -80,7 +80,11 @@ def _slots(workload: WorkloadRecord, pods: Iterable[PodRecord]) -> list[tuple[st
     """(task, index, pod or None) for every expected member, in rank order."""
     if not workload.indexed:
         # No index on the pods: rank live pods by creation, then name.
-        live = sorted((p for p in pods if _current(workload, p) and not p.deleting), key=lambda p: (p.created, p.name))
+        # Evicted or finished pods linger until pod GC: they hold no rank.
+        live = sorted(
+            (p for p in pods if _current(workload, p) and not p.deleting and p.phase not in ("Failed", "Succeeded")),
+            key=lambda p: (p.created, p.name),
+        )
         task = workload.tasks[0].name if workload.tasks else ""
         return [(task, i, live[i] if i < len(live) else None) for i in range(workload.expected)]
     per_job = {t.name: t.per_job for t in workload.tasks}
@@ -139,6 +143,7 @@ def decide(
     """
     problems: list[Problem] = []
     wants_devices = workload.wants_devices
+    task_devices = {t.name: t.wants_devices for t in workload.tasks}  # a CPU task may sit beside NPU ones
     if workload.error:
         problems.append(Problem("invalid_workload", f"{workload.kind} {workload.name}: {workload.error}"))
     counting: list[tuple[int, str, int, PodRecord, DeviceAnnotation | None]] = []
@@ -149,7 +154,7 @@ def decide(
             problems.append(Problem("invalid_port", f"pod {pod.name}: {pod.port_error}"))
             continue
         annotation: DeviceAnnotation | None = None
-        if wants_devices or pod.wants_devices:
+        if task_devices.get(task) or pod.wants_devices:
             if pod.devices is None:
                 continue  # the device plugin has not annotated it yet
             parsed = _parse_devices(pod.devices)
@@ -180,8 +185,7 @@ def decide(
         problems.append(
             Problem("too_large", f"spec of {expected} members is {size} bytes, over the ConfigMap limit of {size_limit}")
         )
-        return Decision(spec=spec, data=None, ready=len(counting), problems=tuple(problems))
-    if workload.error:
+    if size > size_limit or workload.error:
         return Decision(spec=spec, data=None, ready=len(counting), problems=tuple(problems))
     return Decision(spec=spec, data=data, ready=len(counting), problems=tuple(problems))
 

@@ -10,7 +10,8 @@ labels and annotations); the Job controller adds
 plays the role of Volcano's job version: pods of older attempts never count.
 
 A JobSet owned by a TrainJob is not served on its own: its TrainJob is (same
-job key, so its pods reach the TrainJob's worker).
+job key, so its pods reach the TrainJob's worker), and takes the JobSet's
+restart count as its version.
 """
 
 from __future__ import annotations
@@ -56,12 +57,12 @@ def _int(value: object, default: int) -> int | None:
     return None
 
 
-def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord | None:
-    """Reduce a JobSet to its membership; None when a TrainJob owns it."""
+def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord:
+    """Reduce a JobSet to its membership; not ``served`` when a TrainJob owns it."""
     meta = raw.get("metadata") or {}
-    for ref in meta.get("ownerReferences") or []:
-        if str(ref.get("apiVersion", "")).startswith(TRAINER_GROUP + "/"):
-            return None
+    served = not any(
+        str(ref.get("apiVersion", "")).startswith(TRAINER_GROUP + "/") for ref in meta.get("ownerReferences") or []
+    )
     namespace, name = meta.get("namespace", ""), meta.get("name", "")
     runtime = str((meta.get("labels") or {}).get(label_key, ""))
     tasks: list[TaskSpec] = []
@@ -97,6 +98,7 @@ def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord | None:
         runtime=runtime,
         tasks=tuple(tasks),
         error=error,
+        served=served,
     )
 
 

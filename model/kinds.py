@@ -27,7 +27,7 @@ class WorkloadKind:
     group: str
     version: str
     plural: str
-    record: Callable[..., WorkloadRecord | None]
+    record: Callable[..., WorkloadRecord]
     identify: Callable[[Json], PodIdentity | None] | None
     key_prefix: str = ""
 

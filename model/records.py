@@ -68,7 +68,9 @@ class WorkloadRecord:
     ``runtime_ref`` names the ClusterTrainingRuntime whose ``numNodes`` fills
     in the member count when the workload (a TrainJob) does not give one.
     ``owns_pods`` False: pods name an intermediate owner (a TrainJob's
-    JobSet), so their owner uid is not compared with ``uid``.
+    JobSet), so their owner uid is not compared with ``uid``. ``served``
+    False: the workload is run for another one (a TrainJob's JobSet) and only
+    lends it its version.
     """
 
     key: JobKey
@@ -84,6 +86,7 @@ class WorkloadRecord:
     error: str | None = None
     runtime_ref: str | None = None
     owns_pods: bool = True
+    served: bool = True
 
     @property
     def expected(self) -> int:

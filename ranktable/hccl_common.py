@@ -16,19 +16,21 @@ from ranktable.clusterspec import (
 
 
 def table_members(spec: ClusterSpec) -> list[Member]:
-    """The members that go into the table, in rank order.
+    """The members that go into the table, in rank order: those with devices.
 
-    Completed spec: every member, each of which must carry devices and a
-    server id. Initializing spec: the members that already do.
+    Members without devices (a CPU task beside NPU workers, such as a
+    scheduler) are not in a rank table. A completed spec must have at least
+    one member with devices, and each of those needs a server id.
     """
+    members = [m for m in spec.members if m.devices]
     if spec.status != STATUS_COMPLETED:
-        return [m for m in spec.members if m.devices and m.host]
-    for member in spec.members:
-        if not member.devices:
-            raise SpecError(f"rank table: member {member.pod!r} (rank {member.rank}) has no devices")
+        return [m for m in members if m.host]
+    if not members:
+        raise SpecError("rank table: no member has devices")
+    for member in members:
         if not member.host:
             raise SpecError(f"rank table: member {member.pod!r} (rank {member.rank}) has no server id (host)")
-    return list(spec.members)
+    return members
 
 
 def count(value: object, where: str) -> int:

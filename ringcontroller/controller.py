@@ -132,6 +132,7 @@ class Controller:
             workload=self._workload,
             pods=lambda key: self.pods.store.by_index("job", key),
             configmap=lambda key: self.configmaps.store.get(key),
+            requeue_after=self._requeue_after,
             hccl_version=options.ranktable_version,
         )
         self._informers: list[asyncio.Task[None]] = []
@@ -172,24 +173,35 @@ class Controller:
             if record.runtime_ref is not None:
                 self._enqueue(record.key)
 
+    def _requeue_after(self, key: JobKey, delay: float) -> None:
+        if self._working:
+            self.queue.add_after(key, delay)
+
     def _workload(self, key: JobKey) -> WorkloadRecord | None:
         """The workload serving job ``key`` (a TrainJob before the JobSet it owns),
         with a TrainJob's member count filled in from its runtime."""
         prefix, _, rest = key.partition("/")
-        for kind in KINDS:
-            if kind.prefix != prefix:
-                continue
-            reflector = self.workloads.get(kind.short)
-            record = reflector.store.get(rest) if reflector else None
-            if record is None:
-                continue
-            if record.runtime_ref is None:
-                return record
-            nodes = self.runtimes.store.get(record.runtime_ref) if self.runtimes else None
-            if nodes is None:
-                return replace(record, error=f"ClusterTrainingRuntime {record.runtime_ref} not found or without spec.mlPolicy.numNodes")
-            return replace(record, tasks=tuple(replace(t, replicas=nodes) for t in record.tasks))
-        return None
+        found = [
+            record
+            for kind in KINDS
+            if kind.prefix == prefix and kind.short in self.workloads
+            for record in [self.workloads[kind.short].store.get(rest)]
+            if record is not None
+        ]
+        served = next((r for r in found if r.served), None)
+        if served is None or served.kind != trainjob.KIND:
+            return served
+        # A TrainJob: its JobSet's restarts are its version; numNodes may
+        # come from its runtime.
+        lender = next((r for r in found if not r.served), None)
+        if lender is not None:
+            served = replace(served, version=lender.version)
+        if served.runtime_ref is None:
+            return served
+        nodes = self.runtimes.store.get(served.runtime_ref) if self.runtimes else None
+        if nodes is None:
+            return replace(served, error=f"ClusterTrainingRuntime {served.runtime_ref} not found or without spec.mlPolicy.numNodes")
+        return replace(served, tasks=tuple(replace(t, replicas=nodes) for t in served.tasks))
 
     # Lifecycle. -------------------------------------------------------------------
 

@@ -94,5 +94,13 @@ def test_trainjob_takes_numnodes_from_its_runtime_and_ranks_by_completion_index(
         assert [int(pods[m["pod"]].metadata.labels["batch.kubernetes.io/job-completion-index"]) for m in spec["members"]] == [0, 1, 2]
         assert [m["ip"] for m in spec["members"]] == [pods[m["pod"]].status.pod_ip for m in spec["members"]]
         assert [m["role"] for m in spec["members"]] == ["worker"] * 3
+        # JobSet restarts (a failed node): its restart count is the TrainJob's version.
+        k8s.custom.patch_namespaced_custom_object_status("jobset.x-k8s.io", "v1alpha2", namespace, "jobsets", "tj", {"status": {"restarts": 1}})
+        wait_spec(k8s, namespace, "rings-config-tj", status="initializing", where=lambda s: s["job"]["version"] == 1)
+        k8s.batch.delete_namespaced_job("tj-node-0", namespace, propagation_policy="Foreground", grace_period_seconds=0)
+        wait_for(lambda: not k8s.core.list_namespaced_pod(namespace).items and not k8s.batch.list_namespaced_job(namespace).items, what="old Job and pods gone")
+        k8s.batch.create_namespaced_job(namespace, jobset_job(js, rjob="node", job_index=0, restart=1))
+        again = wait_spec(k8s, namespace, "rings-config-tj", where=lambda s: s["job"]["version"] == 1)
+        assert again["epoch"] == spec["epoch"] + 2 and len(again["members"]) == 3
     finally:
         k8s.custom.delete_cluster_custom_object("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", runtime_name)

@@ -180,3 +180,22 @@ def test_oversized_spec_is_refused_with_a_problem() -> None:
     d = decide(wl, _pods(raw), previous=None, size_limit=2000)
     assert d.data is None
     assert [p.reason for p in d.problems] == ["too_large"]
+
+
+def test_cpu_task_beside_npu_tasks_needs_no_devices_and_stays_out_of_the_table() -> None:
+    raw = volcano_job(
+        "mix", tasks=[("scheduler", 1), ("worker", 2)], uid="job-uid",
+        templates={"scheduler": pod_template(), "worker": pod_template(npus=1)},
+    )
+    wl = workload_record(raw, label_key=LABEL)
+    pods = [pod_record(volcano_pod(raw, task="scheduler", index=0, ip="127.1.0.1", phase="Running"))]
+    pods += [
+        pod_record(volcano_pod(raw, task="worker", index=i, ip=f"127.1.0.{2 + i}", phase="Running",
+                               devices=device_annotation(f"10.0.0.{i + 1}", [("0", f"192.168.{i}.1")])))
+        for i in range(2)
+    ]
+    d = decide(wl, pods, previous=None)
+    assert d.spec.status == "completed" and d.data is not None
+    table = json.loads(d.data["hccl.json"])
+    assert [s["server_id"] for s in table["server_list"]] == ["10.0.0.1", "10.0.0.2"]
+    assert [dev["rank_id"] for s in table["server_list"] for dev in s["device"]] == ["0", "1"]

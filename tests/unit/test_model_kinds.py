@@ -25,7 +25,8 @@ def test_jobset_expected_is_replicas_times_parallelism() -> None:
 
 def test_jobset_owned_by_a_trainjob_is_served_through_it() -> None:
     js = make_jobset("tj", owner={"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "tj", "uid": "u"})
-    assert jobset.workload_record(js, label_key=LABEL) is None
+    rec = jobset.workload_record(js, label_key=LABEL)
+    assert not rec.served and rec.key == "jobset/default/tj"
 
 
 def test_jobset_ranks_by_replicated_job_then_job_index_then_completion_index() -> None:
@@ -128,3 +129,12 @@ def test_deployment_ranks_by_creation_and_replacement_takes_the_last_rank() -> N
     back = decide(rec, [b, c], previous=gone.spec)
     assert [m.pod for m in back.spec.members] == ["web-5d8f7c9b4-aaaaa", "web-5d8f7c9b4-ccccc"]
     assert back.spec.epoch == first.spec.epoch + 2
+
+
+def test_evicted_deployment_pod_holds_no_rank() -> None:
+    raw = {"metadata": {"name": "web", "namespace": "default", "uid": "d-uid", "labels": {LABEL: "tensorflow"}}, "spec": {"replicas": 1, "template": {"spec": {}}}}
+    rec = deployment.workload_record(raw, label_key=LABEL)
+    evicted = replace(pod_record(_deploy_pod("web-5d8f7c9b4-aaaaa", "2026-11-29T00:00:01Z", "127.1.0.1")), phase="Failed")
+    fresh = pod_record(_deploy_pod("web-5d8f7c9b4-bbbbb", "2026-11-29T00:00:05Z", "127.1.0.2"))
+    d = decide(rec, [evicted, fresh], previous=None)
+    assert d.spec.status == "completed" and [m.pod for m in d.spec.members] == ["web-5d8f7c9b4-bbbbb"]
