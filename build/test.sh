@@ -8,15 +8,22 @@
 # test and tensorflow extras; `ring-devcluster up` (builds the control-plane
 # binaries from the Go module proxy on first use, cached in
 # ~/.cache/ring-devcluster, then starts or reuses the cluster whose state lives
-# in $RING_DEVCLUSTER_STATE, default .state/devcluster); pytest over tests/
-# (unit, integration, e2e); the import-linter layer contract.
-# The cluster is left running for the next run; stop it with
-# `ring-devcluster down --state-dir .state/devcluster` (.ci/run does).
+# in $RING_DEVCLUSTER_STATE, default .state/devcluster); a second cluster with
+# the real workload controllers, `ring-devcluster up --with
+# jobset,volcano,trainer` in $RING_DEVCLUSTER_WORKLOADS_STATE (default
+# $RING_DEVCLUSTER_STATE-workloads), for tests/integration/test_workload_controllers.py
+# and tests/e2e/test_tf_trainjob.py (those controllers act on every JobSet and
+# Volcano Job, so they cannot share the cluster of the tests that play them
+# by hand; their cold build adds about 15 minutes on 2 cores); pytest over
+# tests/ (unit, integration, e2e); the import-linter layer contract.
+# Both clusters are left running for the next run; stop them with
+# `ring-devcluster down --state-dir DIR` (.ci/run does).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 export RING_DEVCLUSTER_STATE="${RING_DEVCLUSTER_STATE:-$repo/.state/devcluster}"
+export RING_DEVCLUSTER_WORKLOADS_STATE="${RING_DEVCLUSTER_WORKLOADS_STATE:-$RING_DEVCLUSTER_STATE-workloads}"
 python="${PYTHON:-python3}"
 
 step() { printf '\n==> %s\n' "$*" >&2; }
@@ -37,6 +44,9 @@ python -m pip install --quiet --disable-pip-version-check -e '.[test,tensorflow]
 step "ring-devcluster up (state: $RING_DEVCLUSTER_STATE)"
 command -v go >/dev/null || echo "note: no 'go' on PATH; fine only if the binaries are already cached" >&2
 ring-devcluster up --state-dir "$RING_DEVCLUSTER_STATE"
+
+step "ring-devcluster up --with jobset,volcano,trainer (state: $RING_DEVCLUSTER_WORKLOADS_STATE)"
+ring-devcluster up --state-dir "$RING_DEVCLUSTER_WORKLOADS_STATE" --with jobset,volcano,trainer
 
 step "pytest tests $*"
 python -m pytest -v tests "$@"

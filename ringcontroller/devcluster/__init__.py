@@ -4,12 +4,15 @@ etcd, kube-apiserver (RBAC), kube-controller-manager, kube-scheduler and kwok
 fake nodes, built from the Go module proxy (``build``), run on loopback and
 owned by one state directory (``cluster``). Pods on the fake nodes get
 loopback IPs from 127.1.0.0/16 (``kwok``), so test processes can stand in for
-their containers. Use the ``ring-devcluster`` command (``cli``) or, from
-Python::
+their containers. Optional real workload controllers (JobSet, Volcano,
+Kubeflow Trainer: ``addons``) run next to it on request. Use the
+``ring-devcluster`` command (``cli``) or, from Python::
 
     from ringcontroller.devcluster import ensure_up
     cluster = ensure_up(state_dir=".state/devcluster")
     os.environ["KUBECONFIG"] = str(cluster.kubeconfig)
+    # with JobSet, Volcano and Trainer:
+    ensure_up(state_dir=".state/workloads", addons=("jobset", "volcano", "trainer"))
 """
 
 from ringcontroller.devcluster.build import BuildError

@@ -5,6 +5,13 @@ so the binaries are compiled from source fetched through the Go module proxy.
 Each component has a tiny wrapper module under ``build/devcluster/<module>`` in
 the repository (``kube``, ``etcd``, ``kwok``); its ``go.mod`` pins the release
 and, for Kubernetes, replaces every staging module by its published ``v0.X.Y``.
+The optional workload controllers (:data:`ADDON_MODULES`: ``jobset``,
+``volcano``, ``trainer``) are wrapper modules of the same kind, built only when
+a cluster asks for them (``ring-devcluster up --with ...``). Their manifests
+that the harness installs (CRDs, webhook definitions) are copied from the very
+module source that was compiled into ``<entry>/assets/`` (``Module.assets``),
+so binaries and manifests always come from the same release and ``up`` needs
+no Go toolchain once the cache is filled.
 
 A cold build of the Kubernetes binaries takes many minutes on two cores, so:
 
@@ -38,6 +45,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 __all__ = [
+    "ADDON_MODULES",
     "BuildError",
     "Module",
     "MODULES",
@@ -47,6 +55,7 @@ __all__ = [
     "ensure_binaries",
     "find_source_dir",
     "module_version",
+    "modules_for",
 ]
 
 # The Kubernetes release is stamped into the binaries (``--version``, the
@@ -64,13 +73,18 @@ class Module:
 
     ``requirement`` is the module path whose version (read from ``go.mod``)
     names the cache entry; ``packages`` are passed to ``go build``;
-    ``binaries`` are the file names ``go build -o DIR/`` leaves in DIR.
+    ``binaries`` are the file names ``go build -o DIR/`` leaves in DIR;
+    ``assets`` are glob patterns, relative to the source of ``requirement``,
+    of files copied into ``<entry>/assets/`` (same relative paths);
+    ``cold_minutes`` is the rough cold build time on 2 cores, for progress.
     """
 
     name: str
     requirement: str
     packages: tuple[str, ...]
     binaries: tuple[str, ...]
+    assets: tuple[str, ...] = ()
+    cold_minutes: int = 5
 
     def ldflags(self, version: str) -> str:
         """The ``-ldflags`` value for this module at ``version``."""
@@ -101,13 +115,15 @@ class Module:
         ]
 
 
+#: The control plane proper; always built.
 MODULES: tuple[Module, ...] = (
-    Module(name="etcd", requirement="go.etcd.io/etcd/server/v3", packages=(".",), binaries=("etcd",)),
+    Module(name="etcd", requirement="go.etcd.io/etcd/server/v3", packages=(".",), binaries=("etcd",), cold_minutes=2),
     Module(
         name="kwok",
         requirement="sigs.k8s.io/kwok",
         packages=("sigs.k8s.io/kwok/cmd/kwok",),
         binaries=("kwok",),
+        cold_minutes=3,
     ),
     Module(
         name="kube",
@@ -118,8 +134,48 @@ MODULES: tuple[Module, ...] = (
             "k8s.io/kubernetes/cmd/kube-scheduler",
         ),
         binaries=("kube-apiserver", "kube-controller-manager", "kube-scheduler"),
+        cold_minutes=10,
     ),
 )
+
+#: Optional workload controllers, by name; built only when a cluster wants them.
+ADDON_MODULES: dict[str, Module] = {
+    m.name: m
+    for m in (
+        Module(
+            name="jobset",
+            requirement="sigs.k8s.io/jobset",
+            packages=("sigs.k8s.io/jobset",),  # the module root is its main package
+            binaries=("jobset",),
+            assets=("config/components/crd/bases/*.yaml", "config/components/webhook/manifests.yaml"),
+            cold_minutes=3,
+        ),
+        Module(
+            name="volcano",
+            requirement="volcano.sh/volcano",
+            packages=("volcano.sh/volcano/cmd/controller-manager", "volcano.sh/volcano/cmd/scheduler"),
+            binaries=("controller-manager", "scheduler"),
+            assets=("config/crd/volcano/bases/*.yaml",),
+            cold_minutes=8,
+        ),
+        Module(
+            name="trainer",
+            requirement="github.com/kubeflow/trainer/v2",
+            packages=(".",),  # main.go: upstream's controllers and webhooks, loopback wiring
+            binaries=("trainer",),
+            assets=("manifests/base/crds/trainer.kubeflow.org_*.yaml", "manifests/base/webhook/manifests.yaml"),
+            cold_minutes=4,
+        ),
+    )
+}
+
+
+def modules_for(addons: Sequence[str] = ()) -> list[Module]:
+    """The base modules followed by those of ``addons`` (names of :data:`ADDON_MODULES`)."""
+    unknown = [a for a in addons if a not in ADDON_MODULES]
+    if unknown:
+        raise BuildError(f"unknown optional component(s) {unknown}; known: {sorted(ADDON_MODULES)}")
+    return [*MODULES, *(ADDON_MODULES[a] for a in dict.fromkeys(addons))]
 
 
 def find_source_dir(override: str | os.PathLike[str] | None = None) -> Path:
@@ -197,13 +253,40 @@ def _plan(module: Module, source_root: Path) -> _Plan:
         for p in sorted(source.iterdir())
         if p.is_file() and (p.suffix == ".go" or p.name in ("go.mod", "go.sum"))
     }
+    if "go.mod" not in files:
+        raise BuildError(f"the wrapper module {source} has no go.mod; is the checkout complete?")
     version = module_version(files["go.mod"].decode(), module.requirement)
-    argv = module.build_args(version, Path("OUT"))
+    # The asset patterns decide what the entry holds, so they are part of its key.
+    argv = [*module.build_args(version, Path("OUT")), *(f"asset:{a}" for a in module.assets)]
     return _Plan(module=module, source=source, version=version, key=cache_key(files=files, argv=argv))
 
 
-def _wrapper_versions(source_root: Path) -> dict[str, str]:
-    return {m.name: module_version((source_root / m.name / "go.mod").read_text(), m.requirement) for m in MODULES}
+def _wrapper_versions(source_root: Path, modules: Sequence[Module]) -> dict[str, str]:
+    return {m.name: module_version((source_root / m.name / "go.mod").read_text(), m.requirement) for m in modules}
+
+
+def _copy_assets(plan: _Plan, out_dir: Path, env: dict[str, str]) -> int:
+    """Copy ``plan.module.assets`` from the module source into ``out_dir/assets``; return the count."""
+    if not plan.module.assets:
+        return 0
+    proc = subprocess.run(
+        ["go", "list", "-m", "-f", "{{.Dir}}", plan.module.requirement],
+        cwd=plan.source, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    module_dir = Path(proc.stdout.strip())
+    if proc.returncode != 0 or not module_dir.is_dir():
+        raise BuildError(f"cannot locate the source of {plan.module.requirement}: {proc.stderr.strip()}")
+    copied = 0
+    for pattern in plan.module.assets:
+        matches = sorted(module_dir.glob(pattern))
+        if not matches:
+            raise BuildError(f"{plan.module.requirement} {plan.version} has no file matching {pattern!r}")
+        for found in matches:
+            target = out_dir / "assets" / found.relative_to(module_dir)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(found, target)  # module cache files are read-only; copy contents only
+            copied += 1
+    return copied
 
 
 def _format_elapsed(seconds: float) -> str:
@@ -268,21 +351,29 @@ def _build(plan: _Plan, *, root: Path, say: Callable[[str], None]) -> None:
     if missing:
         shutil.rmtree(tmp_out, ignore_errors=True)
         raise BuildError(f"go build of {plan.module.name} succeeded but did not produce {missing}; log: {log_path}")
+    try:
+        assets = _copy_assets(plan, tmp_out, env)
+    except BaseException:
+        shutil.rmtree(tmp_out, ignore_errors=True)
+        raise
     final = bin_root / plan.entry
     try:
         tmp_out.rename(final)
     except OSError:
         # A concurrent build won the race; its result is equivalent.
         shutil.rmtree(tmp_out, ignore_errors=True)
-    say(f"built {plan.module.name} {plan.version} in {elapsed} ({compiled} packages compiled)")
+    extra = f", {assets} manifests" if assets else ""
+    say(f"built {plan.module.name} {plan.version} in {elapsed} ({compiled} packages compiled{extra})")
 
 
-def binary_paths(*, source: str | os.PathLike[str] | None = None) -> dict[str, Path] | None:
-    """Paths of every cached binary, or None when any is missing (no building)."""
+def binary_paths(
+    *, source: str | os.PathLike[str] | None = None, addons: Sequence[str] = ()
+) -> dict[str, Path] | None:
+    """Paths of every cached binary (base and ``addons``), or None when any is missing (no building)."""
     root = cache_dir()
     paths: dict[str, Path] = {}
     source_root = find_source_dir(source)
-    for module in MODULES:
+    for module in modules_for(addons):
         entry = root / "bin" / _plan(module, source_root).entry
         for binary in module.binaries:
             path = entry / binary
@@ -293,28 +384,36 @@ def binary_paths(*, source: str | os.PathLike[str] | None = None) -> dict[str, P
 
 
 def ensure_binaries(
-    *, source: str | os.PathLike[str] | None = None, say: Callable[[str], None] | None = None
+    *,
+    source: str | os.PathLike[str] | None = None,
+    say: Callable[[str], None] | None = None,
+    addons: Sequence[str] = (),
 ) -> tuple[dict[str, Path], dict[str, str]]:
     """Return ``({binary name: path}, {module name: version})``, building what is missing.
 
-    Builds run serially and print progress through ``say`` (default: stderr).
-    Raises :class:`BuildError` naming the failed component, the command and
-    the log path; the caller should print it and exit non-zero.
+    The base modules are always included, the :data:`ADDON_MODULES` named in
+    ``addons`` too; a binary's directory (``path.parent``) is its cache
+    entry, whose ``assets/`` holds the module's copied manifests. Builds run
+    serially and print progress through ``say`` (default: stderr). Raises
+    :class:`BuildError` naming the failed component, the command and the log
+    path; the caller should print it and exit non-zero.
     """
     emit = say or (lambda msg: print(f"ring-devcluster: {msg}", file=sys.stderr, flush=True))
     source_root = find_source_dir(source)
+    modules = modules_for(addons)
     root = cache_dir()
     paths: dict[str, Path] = {}
-    plans = [_plan(m, source_root) for m in MODULES]
+    plans = [_plan(m, source_root) for m in modules]
     todo = [p for p in plans if not all(os.access(root / "bin" / p.entry / b, os.X_OK) for b in p.module.binaries)]
     if todo:
+        minutes = sum(p.module.cold_minutes for p in todo)
         emit(
-            f"building {len(todo)} of {len(plans)} modules into {root / 'bin'} "
-            "(a cold build takes about 10-15 minutes on 2 cores; later runs reuse it)"
+            f"building {len(todo)} of {len(plans)} modules ({', '.join(p.module.name for p in todo)}) into "
+            f"{root / 'bin'} (cold: roughly {minutes} minutes on 2 cores; later runs reuse it)"
         )
     for plan in todo:
         _build(plan, root=root, say=emit)
     for plan in plans:
         for binary in plan.module.binaries:
             paths[binary] = root / "bin" / plan.entry / binary
-    return paths, _wrapper_versions(source_root)
+    return paths, _wrapper_versions(source_root, modules)

@@ -13,15 +13,19 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ringcontroller.devcluster import build, cluster
+from ringcontroller.devcluster import addons, build, cluster
 from ringcontroller.devcluster.pki import PkiError
 
 _EPILOG = """\
 examples:
   ring-devcluster up                  # build on first use (~10 min), start, print KUBECONFIG
   eval "$(ring-devcluster up -q)"     # start and export KUBECONFIG in this shell
+  ring-devcluster up --with jobset,volcano   # also run real workload controllers
   ring-devcluster status              # components, pids, health; exit 3 if unhealthy
   ring-devcluster down                # stop exactly the processes `up` started
+
+optional components (--with, comma-separated; a cluster keeps those it runs):
+{components}
 
 environment:
   RING_DEVCLUSTER_STATE   default state directory (else ~/.local/state/ring-devcluster)
@@ -42,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
             "kube-controller-manager, kube-scheduler, kwok fake nodes) on loopback. "
             "Pods on the fake nodes become Running with IPs in 127.1.0.0/16."
         ),
-        epilog=_EPILOG,
+        epilog=_EPILOG.format(components=addons.describe(list(addons.ADDONS))),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     common = argparse.ArgumentParser(add_help=False)
@@ -59,22 +63,40 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--nodes", type=int, default=cluster.DEFAULT_NODES, help="fake nodes to register (default 4)")
     up.add_argument("--source", type=Path, default=None, help="the Go wrapper modules (build/devcluster)")
     up.add_argument("-q", "--quiet", action="store_true", help="no usage hints after start-up (progress still goes to stderr)")
+    up.add_argument(
+        "--with", dest="addons", type=_names, action="extend", default=[], metavar="NAMES",
+        help=f"also run these workload controllers: {','.join(addons.ADDONS)} (trainer implies jobset)",
+    )
     sub.add_parser("status", parents=[common], help="show components, pids and health; exit 3 if unhealthy")
     down = sub.add_parser("down", parents=[common], help="stop the processes `up` started")
     down.add_argument("--purge", action="store_true", help="also delete the state directory's data, PKI and logs")
     bld = sub.add_parser("build", help="only build (or find cached) binaries and print their paths")
     bld.add_argument("--source", type=Path, default=None, help="the Go wrapper modules (build/devcluster)")
+    bld.add_argument(
+        "--with", dest="addons", type=_names, action="extend", default=[], metavar="NAMES",
+        help="also build these optional components",
+    )
     return parser
+
+
+def _names(value: str) -> list[str]:
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    try:
+        return addons.expand(names)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     # Progress goes to stderr even with --quiet (a silent 20-minute cold build
     # looks like a hang); stdout carries only the export line.
-    c = cluster.ensure_up(state_dir=args.state_dir, nodes=args.nodes, source=args.source, say=_say)
+    c = cluster.ensure_up(state_dir=args.state_dir, nodes=args.nodes, source=args.source, say=_say, addons=args.addons)
     if not args.quiet:
         _say(f"up in {time.monotonic() - started:.1f}s: {c.server} (Kubernetes {c.versions.get('kube', '?')}, "
              f"etcd {c.versions.get('etcd', '?')}, kwok {c.versions.get('kwok', '?')}), {args.nodes} fake nodes")
+        if c.addons:
+            _say("with " + ", ".join(f"{a} {c.versions.get(a, '?')}" for a in c.addons))
         _say(f"logs: {c.state_dir / 'logs'}; stop with: ring-devcluster down --state-dir {c.state_dir}")
         _say("use it with:")
     print(f"export KUBECONFIG={c.kubeconfig}")
@@ -89,12 +111,13 @@ def _status(args: argparse.Namespace) -> int:
         return 3
     statuses = c.status()
     print(f"state dir: {c.state_dir}\napiserver: {c.server}\nkubeconfig: {c.kubeconfig}")
-    print(f"{'COMPONENT':<25} {'PID':>8} {'RSS':>8}  {'HEALTH':<8} DETAIL")
+    width = max(len("COMPONENT"), *(len(s.name) for s in statuses))
+    print(f"{'COMPONENT':<{width}} {'PID':>8} {'RSS':>8}  {'HEALTH':<8} DETAIL")
     for s in statuses:
         health = "ok" if s.healthy else ("failing" if s.running else "stopped")
         detail = "" if s.healthy else s.detail.splitlines()[0][:80] if s.detail else ""
         mem = f"{_rss_kib(s.pid) / 1024:.0f}M" if s.pid else "-"
-        print(f"{s.name:<25} {s.pid or '-':>8} {mem:>8}  {health:<8} {detail}")
+        print(f"{s.name:<{width}} {s.pid or '-':>8} {mem:>8}  {health:<8} {detail}")
     ok = all(s.healthy for s in statuses)
     rss = sum(_rss_kib(s.pid) for s in statuses if s.pid)
     print(f"healthy: {'yes' if ok else 'no'}; resident memory: {rss / 1024:.0f} MiB")
@@ -118,7 +141,7 @@ def _down(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    paths, versions = build.ensure_binaries(source=args.source, say=_say)
+    paths, versions = build.ensure_binaries(source=args.source, say=_say, addons=addons.expand(args.addons))
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
     for name, path in paths.items():
         print(f"{name}: {path}")

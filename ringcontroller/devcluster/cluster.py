@@ -1,5 +1,7 @@
 """Run a real Kubernetes control plane on loopback: etcd, kube-apiserver,
-kube-controller-manager, kube-scheduler and kwok, owned by one state directory.
+kube-controller-manager, kube-scheduler and kwok, owned by one state directory,
+plus optional workload controllers (JobSet, Volcano, Kubeflow Trainer: see
+:mod:`addons`).
 
 Design:
 
@@ -13,6 +15,13 @@ Design:
   a process is ours only if all three still match. ``down`` therefore never
   signals a process that merely inherited a recycled pid, and never anything
   it did not start.
+* **Optional components are additive.** ``up`` with ``addons`` runs those
+  workload controllers too; a cluster keeps the ones it has (``state.json``
+  records them), so a later plain ``up`` reuses them and ``up --with X`` on a
+  running cluster only adds X (build, configure, start), touching nothing
+  else. Their processes start after the CRDs (theirs replace the harness's
+  schemas of the same name) and their API objects (webhook registrations, the
+  Volcano queue) are in place.
 * **up = reuse, repair, or reset.** A healthy cluster is reused as is (CRDs and
   nodes are re-applied: idempotent, and it rolls schema changes forward). If
   etcd and the API server are alive but another component died, only the dead
@@ -53,6 +62,7 @@ from typing import Any
 
 import yaml
 
+from ringcontroller.devcluster import addons as addon_specs
 from ringcontroller.devcluster import build, kwok
 from ringcontroller.devcluster.pki import Pki, write_kubeconfig
 
@@ -68,7 +78,8 @@ __all__ = [
     "load",
 ]
 
-#: Start order; stopped in reverse.
+#: The control plane's components in start order; stopped in reverse (after
+#: the optional ones, ``Cluster.components``).
 COMPONENTS: tuple[str, ...] = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 DEFAULT_NODES = 4
 SERVICE_CIDR = "10.96.0.0/16"
@@ -286,19 +297,60 @@ class Cluster:
     API server URL. :meth:`stop_component` / :meth:`start_component` let a test
     take one component away and bring it back (same argv, same port); call
     :meth:`start_component` before the test ends, or the next ``up`` repairs it.
+    ``addons`` names the optional workload controllers this cluster runs and
+    ``components`` every process, control plane first.
     Methods are not safe to call concurrently with ``up``/``down`` on the same
     state directory from another process.
     """
 
     def __init__(self, state_dir: Path, state: dict[str, Any]) -> None:
         self.state_dir = state_dir
-        self._state = state
         self.pki = Pki(state_dir / "pki")
-        self.server: str = state["server"]
         self.kubeconfig: Path = state_dir / "kubeconfig"
         self.ca_cert: Path = self.pki.ca_cert
+        self._load_state(state)
+
+    def _load_state(self, state: dict[str, Any]) -> None:
+        self._state = state
+        self.server: str = state["server"]
         self.versions: dict[str, str] = dict(state["versions"])
         self.ports: dict[str, int] = dict(state["ports"])
+        self.addons: tuple[str, ...] = tuple(state.get("addons", ()))
+        self.components: tuple[str, ...] = COMPONENTS + tuple(addon_specs.process_names(self.addons))
+
+    def _addon_binaries(self) -> dict[str, Path]:
+        """Binary name -> path of every addon process (their directories hold the assets)."""
+        return {
+            p.binary: Path(self._state["argv"][p.name][0])
+            for name in self.addons
+            for p in addon_specs.ADDONS[name].processes
+        }
+
+    def add_addons(
+        self, names: Sequence[str], *, binaries: dict[str, Path], versions: dict[str, str], say: Say
+    ) -> None:
+        """Record and configure addons ``names`` (not yet in ``addons``) without starting them.
+
+        Allocates their ports, writes their files and rewrites ``state.json``;
+        ``ensure_up`` then applies their objects and starts them.
+        """
+        state = json.loads(json.dumps(self._state))
+        for name in names:
+            if name in state.get("addons", []):
+                continue
+            addon = addon_specs.ADDONS[name]
+            ports = {key: _free_port() for key in addon.ports}
+            state["ports"].update(ports)
+            setup = addon_specs.configure(
+                name, state_dir=self.state_dir, server=self.server, pki=self.pki, ports=state["ports"], binaries=binaries
+            )
+            state["argv"].update(setup.argv)
+            state.setdefault("env", {}).update(setup.env)
+            state.setdefault("addons", []).append(name)
+            state["versions"][name] = versions[name]
+            say(f"configured {name}: {', '.join(p.name for p in addon.processes)}")
+        _write_state(self.state_dir, state)
+        self._load_state(state)
 
     @functools.cached_property
     def api(self) -> _Api:
@@ -344,6 +396,7 @@ class Cluster:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._pid_path(name).parent.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "ETCDCTL_ENDPOINTS")}
+        env.update(self._state.get("env", {}).get(name, {}))
         with open(log_path, "ab") as log:
             log.write(f"\n==== {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(argv)}\n".encode())
             log.flush()
@@ -386,12 +439,12 @@ class Cluster:
 
     def stop_all(self) -> list[str]:
         """Stop every component (reverse start order); return the names stopped."""
-        return [name for name in reversed(COMPONENTS) if self.stop_component(name)]
+        return [name for name in reversed(self.components) if self.stop_component(name)]
 
     # -- health ------------------------------------------------------------
 
     def _health(self, name: str) -> tuple[bool, str]:
-        port = self.ports[name]
+        port = self.ports.get(name, 0)
         if name == "etcd":
             ok, body = _probe(_no_proxy_opener(None), f"http://127.0.0.1:{port}/health")
             return ok and '"health":"true"' in body.replace(" ", ""), body
@@ -399,6 +452,11 @@ class Cluster:
             return _probe(self.api.opener, f"{self.server}/readyz")
         if name == "kwok":
             return _probe(_no_proxy_opener(None), f"http://127.0.0.1:{port}/healthz")
+        if name not in COMPONENTS:
+            health = next(
+                p.health for a in self.addons for p in addon_specs.ADDONS[a].processes if p.name == name
+            )
+            return _probe(_no_proxy_opener(None), f"http://127.0.0.1:{self.ports[health.port]}{health.path}")
         # controller-manager and scheduler serve /healthz with a self-signed cert.
         insecure = ssl.create_default_context()
         insecure.check_hostname = False
@@ -408,7 +466,7 @@ class Cluster:
     def status(self) -> list[ComponentStatus]:
         """Every component's process and health, in start order."""
         out = []
-        for name in COMPONENTS:
+        for name in self.components:
             pid = self.pid(name)
             healthy, detail = self._health(name) if pid is not None else (False, "not running")
             out.append(
@@ -450,13 +508,46 @@ class Cluster:
     # -- objects -----------------------------------------------------------
 
     def apply_crds(self) -> list[str]:
-        """Create or update the harness CRDs; return their names."""
-        names = []
-        for doc in _crd_documents():
-            name = doc["metadata"]["name"]
+        """Create or update the harness CRDs and those of the addons; return their names.
+
+        An addon's CRD replaces the harness's schema of the same name.
+        """
+        docs = {d["metadata"]["name"]: d for d in _crd_documents()}
+        docs.update(
+            (d["metadata"]["name"], d)
+            for d in addon_specs.crd_documents(self.addons, binaries=self._addon_binaries())
+        )
+        for name, doc in docs.items():
             self.api.apply(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", doc)
-            names.append(name)
-        return names
+        return list(docs)
+
+    def apply_addon_objects(self) -> None:
+        """Create or update the API objects the addons need (webhook registrations, queues)."""
+        for name in self.addons:
+            for path, obj in addon_specs.objects(
+                name, ports=self.ports, binaries=self._addon_binaries(), ca_cert=self.ca_cert
+            ):
+                self.api.apply(path, obj)
+
+    def wait_addons_ready(self, *, timeout: float = _READY_TIMEOUT) -> None:
+        """Wait until every addon's own readiness conditions hold (e.g. Volcano's queue is Open)."""
+
+        def get(path: str) -> Any:
+            try:
+                return self.api.request("GET", path)
+            except ApiError as err:
+                if err.status == 404:
+                    return None
+                raise
+
+        deadline = time.monotonic() + timeout
+        while True:
+            waiting = [item for name in self.addons for item in addon_specs.pending(name, get)]
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(f"not ready after {timeout:.0f}s: {', '.join(waiting)}; see {self.state_dir / 'logs'}")
+            time.sleep(0.1)
 
     def register_nodes(self, count: int) -> list[str]:
         """Create or update fake nodes ``0..count-1``; return their names."""
@@ -559,12 +650,25 @@ def load(state_dir: Path | str | None = None) -> Cluster | None:
 
 
 def _stop_recorded(state_dir: Path) -> list[str]:
-    """Stop whatever the pid files of ``state_dir`` still point at (reverse start order)."""
+    """Stop whatever the pid files of ``state_dir`` still point at.
+
+    Optional components first (any pid file that is not the control plane's,
+    so a half-written state cannot hide one), then the control plane in
+    reverse start order.
+    """
+    run = state_dir / "run"
+    extra = sorted(p.stem for p in run.glob("*.pid") if p.stem not in COMPONENTS) if run.is_dir() else []
     return [
         name
-        for name in reversed(COMPONENTS)
-        if _stop_pid_file(state_dir / "run" / f"{name}.pid", grace=_GRACE_SECONDS)
+        for name in [*extra, *reversed(COMPONENTS)]
+        if _stop_pid_file(run / f"{name}.pid", grace=_GRACE_SECONDS)
     ]
+
+
+def _write_state(state_dir: Path, state: dict[str, Any]) -> None:
+    tmp = state_dir / "state.json.tmp"
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(state_dir / "state.json")
 
 
 def _wipe(state_dir: Path) -> None:
@@ -664,7 +768,9 @@ def _argv(
     }
 
 
-def _fresh(state_dir: Path, *, binaries: dict[str, Path], versions: dict[str, str], say: Say) -> Cluster:
+def _fresh(
+    state_dir: Path, *, binaries: dict[str, Path], versions: dict[str, str], addons: Sequence[str], say: Say
+) -> Cluster:
     """Create PKI, configs and state for a new cluster in an empty ``state_dir``."""
     ports = {
         name: _free_port()
@@ -696,25 +802,41 @@ def _fresh(state_dir: Path, *, binaries: dict[str, Path], versions: dict[str, st
                 server=server, ca_cert=pki.ca_cert, client_cert=cert, client_key=key, user=cn,
             )  # fmt: skip
     (state_dir / "kwok.yaml").write_text(kwok.STAGES)
+    argv = _argv(state_dir=state_dir, binaries=binaries, ports=ports, pki=pki)
+    env: dict[str, dict[str, str]] = {}
+    for name in addons:
+        ports.update({key: _free_port() for key in addon_specs.ADDONS[name].ports})
+        setup = addon_specs.configure(name, state_dir=state_dir, server=server, pki=pki, ports=ports, binaries=binaries)
+        argv.update(setup.argv)
+        env.update(setup.env)
     state = {
         "version": _STATE_VERSION,
         "server": server,
         "ports": ports,
         "versions": versions,
-        "argv": _argv(state_dir=state_dir, binaries=binaries, ports=ports, pki=pki),
+        "addons": list(addons),
+        "argv": argv,
+        "env": env,
         "created": time.time(),
     }
-    tmp = state_dir / "state.json.tmp"
-    tmp.write_text(json.dumps(state, indent=2))
-    tmp.replace(state_dir / "state.json")
+    _write_state(state_dir, state)
     say(f"new cluster in {state_dir}: apiserver {server}, etcd :{ports['etcd']}")
     return Cluster(state_dir, state)
 
 
 def _finish(cluster: Cluster, *, nodes: int, say: Say) -> None:
+    """CRDs, nodes, the addons' objects and processes; then the admin kubeconfig."""
     crds = cluster.apply_crds()
     names = cluster.register_nodes(nodes)
     cluster.wait_objects(crds=crds, nodes=names)
+    if cluster.addons:
+        cluster.apply_addon_objects()
+        extra = [n for n in cluster.components if n not in COMPONENTS]
+        for name in extra:
+            cluster.start_component(name, wait=False)
+        cluster.wait_healthy(extra)
+        cluster.wait_addons_ready()
+        say(f"running {', '.join(cluster.addons)}: {', '.join(extra)}")
     write_kubeconfig(
         cluster.kubeconfig,
         server=cluster.server, ca_cert=cluster.ca_cert, client_cert=cluster.pki.cert("admin"),
@@ -728,27 +850,34 @@ def ensure_up(
     nodes: int = DEFAULT_NODES,
     source: str | os.PathLike[str] | None = None,
     say: Say | None = None,
+    addons: Sequence[str] = (),
 ) -> Cluster:
     """Bring the control plane in ``state_dir`` up (building binaries if needed).
 
     Reuses a healthy cluster, repairs one whose etcd and API server survive,
-    otherwise starts a fresh one (see the module docstring). Returns once the
-    API server is ready, the CRDs are Established and ``nodes`` fake nodes are
-    Ready; ``Cluster.kubeconfig`` is then written. Raises
-    :class:`build.BuildError` or :class:`ClusterError` (naming the failing
-    component and its log) on failure, leaving the processes it started running
-    for inspection; ``down`` stops them.
+    otherwise starts a fresh one (see the module docstring). ``addons`` names
+    optional workload controllers to run as well (:data:`addons.ADDONS`:
+    ``jobset``, ``volcano``, ``trainer``; a cluster keeps those it already
+    runs). Returns once the API server is ready, the CRDs are Established,
+    ``nodes`` fake nodes are Ready and every addon is healthy;
+    ``Cluster.kubeconfig`` is then written. Raises :class:`build.BuildError`
+    or :class:`ClusterError` (naming the failing component and its log) on
+    failure, leaving the processes it started running for inspection;
+    ``down`` stops them. ValueError for an unknown addon name.
     """
     if not 1 <= nodes <= kwok.MAX_NODES:
         raise ValueError(f"nodes must be in 1..{kwok.MAX_NODES}, got {nodes}")
+    requested = addon_specs.expand(addons)
     emit: Say = say or (lambda _msg: None)
     directory = (Path(state_dir) if state_dir is not None else default_state_dir()).resolve()
     with _locked(directory):
         cluster = load(directory)
         if cluster is not None:
+            missing = [a for a in requested if a not in cluster.addons]
             statuses = {s.name: s for s in cluster.status()}
             if all(s.healthy for s in statuses.values()):
                 emit(f"reusing the running cluster in {directory}")
+                _add(cluster, missing, source=source, say=say, emit=emit)
                 _finish(cluster, nodes=nodes, say=emit)
                 return cluster
             core_ok = statuses["etcd"].healthy and statuses["kube-apiserver"].healthy
@@ -760,30 +889,47 @@ def ensure_up(
                     for name in COMPONENTS:
                         cluster.start_component(name, wait=False)
                     cluster.wait_healthy(COMPONENTS)
+                    _add(cluster, missing, source=source, say=say, emit=emit)
                     _finish(cluster, nodes=nodes, say=emit)
                     return cluster
                 except ClusterError as err:
                     emit(f"repair failed ({err}); starting afresh")
             else:
                 emit(f"the cluster recorded in {directory} is not running (stale state); starting afresh")
+            # A fresh start keeps the optional components the old cluster had.
+            requested = addon_specs.expand([*cluster.addons, *requested])
         elif (directory / "state.json").exists():
             emit(f"the state in {directory} is stale or unreadable; starting afresh")
         stopped = _stop_recorded(directory)
         if stopped:
             emit(f"stopped leftover processes: {', '.join(stopped)}")
-        binaries, versions = build.ensure_binaries(source=source, say=say)
+        binaries, versions = build.ensure_binaries(source=source, say=say, addons=requested)
         _wipe(directory)
         started = time.monotonic()
-        cluster = _fresh(directory, binaries={k: Path(v) for k, v in binaries.items()}, versions=versions, say=emit)
+        cluster = _fresh(
+            directory, binaries={k: Path(v) for k, v in binaries.items()}, versions=versions, addons=requested,
+            say=emit,
+        )  # fmt: skip
         cluster.start_component("etcd")
         cluster.start_component("kube-apiserver")
         emit(f"apiserver ready after {time.monotonic() - started:.1f}s")
         for name in COMPONENTS[2:]:
             cluster.start_component(name, wait=False)
         _finish(cluster, nodes=nodes, say=emit)
-        cluster.wait_healthy(COMPONENTS)
+        cluster.wait_healthy(cluster.components)
         emit(f"cluster ready after {time.monotonic() - started:.1f}s")
         return cluster
+
+
+def _add(
+    cluster: Cluster, names: Sequence[str], *, source: str | os.PathLike[str] | None, say: Say | None, emit: Say
+) -> None:
+    """Build (or find) and configure addons ``names`` on a running cluster; ``_finish`` starts them."""
+    if not names:
+        return
+    emit(f"adding {', '.join(names)} to the running cluster")
+    binaries, versions = build.ensure_binaries(source=source, say=say, addons=names)
+    cluster.add_addons(names, binaries={k: Path(v) for k, v in binaries.items()}, versions=versions, say=emit)
 
 
 def down(state_dir: Path | str | None = None, *, purge: bool = False) -> list[str]:

@@ -1,0 +1,412 @@
+"""Optional workload controllers of the local control plane: JobSet, Volcano, Kubeflow Trainer.
+
+``ring-devcluster up --with jobset,volcano,trainer`` runs the real controllers
+next to the control plane, so a JobSet becomes Jobs and pods through the
+JobSet and Job controllers, a Volcano Job becomes a PodGroup and pods through
+Volcano's controller manager and scheduler, and a TrainJob becomes a JobSet
+through Trainer. Each is built from the Go module proxy like the rest
+(:data:`build.ADDON_MODULES`); this module says how each one is installed and
+run on loopback:
+
+* **CRDs are the product's own**, copied at build time from the module source
+  that was compiled (``<entry>/assets``). They replace the harness's
+  hand-written schemas of the same name (``crds/*.yaml``): the real
+  controllers need their full schemas (Volcano's PodGroup, Queue and Command
+  kinds, which the harness does not define at all, and the exact types and
+  defaults the controllers were generated against), and tests on such a
+  cluster check ring-controller against what production clusters run.
+* **Webhooks are served, not skipped.** JobSet defaults every JobSet in its
+  mutating webhook (Indexed completion mode, success and startup policies,
+  DNS hostnames) and Trainer validates its objects. A loopback API server
+  cannot reach a webhook through a Service (there is no kube-proxy), so each
+  webhook is registered by URL (``https://127.0.0.1:<port>/<path>``, paths
+  and rules taken from the product's own webhook manifest) with the cluster
+  CA as ``caBundle``, and the controller serves a certificate for 127.0.0.1
+  issued by that CA. JobSet's in-process certificate rotation is switched off
+  through its configuration file (``internalCertManagement.enable: false``);
+  Trainer's cannot be, so its wrapper module has its own entry point (see
+  ``build/devcluster/trainer/main.go``). Pod webhooks only see JobSet pods
+  (the object selector JobSet's Helm chart uses).
+* **Volcano** runs its controller manager (job, podgroup, queue and garbage
+  collection controllers) and its scheduler (``schedulerName: volcano``): the
+  job controller creates pods only once the scheduler has admitted the job's
+  PodGroup (phase ``Inqueue``), so one is useless without the other. The
+  queue ``default`` is created by the harness (and waited for ``Open``).
+  Volcano's admission webhooks are not run (its webhook manager only fills
+  the CA bundle of webhook registrations that exist solely as Helm
+  templates): jobs must be written out as that webhook would default them
+  (``schedulerName: volcano``, ``queue``, ``minAvailable``, ``maxRetry: 3``;
+  with ``maxRetry`` unset, 0, a job's first restart fails it).
+* Every process binds to 127.0.0.1 only, runs with leader election off and
+  authenticates with a client certificate in ``system:masters`` (a dev
+  cluster: the products' RBAC roles are not what is under test).
+
+An addon is a row of :data:`ADDONS`; :mod:`cluster` allocates its ports,
+calls :func:`configure` once (files, certificates, argv), applies
+:func:`objects` after the CRDs, starts its processes after the control plane
+and waits for :func:`pending` to be empty.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ringcontroller.devcluster.pki import Pki, write_kubeconfig
+
+__all__ = [
+    "ADDONS",
+    "Addon",
+    "Health",
+    "Process",
+    "Setup",
+    "VOLCANO_DEFAULT_QUEUE",
+    "VOLCANO_SCHEDULER",
+    "configure",
+    "crd_documents",
+    "describe",
+    "expand",
+    "objects",
+    "pending",
+    "process_names",
+]
+
+Json = dict[str, Any]
+
+#: The scheduler name Volcano's scheduler and controllers answer to.
+VOLCANO_SCHEDULER = "volcano"
+#: The Volcano queue jobs go to when they name none.
+VOLCANO_DEFAULT_QUEUE = "default"
+
+
+_VOLCANO_SCHEDULER_CONF = """\
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Health:
+    """Where a process answers "healthy": ``http://127.0.0.1:<ports[port]><path>``."""
+
+    port: str
+    path: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Process:
+    """One process of an addon: its component name, binary and health check."""
+
+    name: str
+    binary: str
+    health: Health
+
+
+@dataclasses.dataclass(frozen=True)
+class Addon:
+    """An optional workload controller: the processes it runs and what they need.
+
+    ``ports`` are the loopback ports to allocate (keys of ``Cluster.ports``);
+    ``crds`` glob the CRD manifests among the module's assets; ``requires``
+    names addons that must run too (Trainer makes JobSets).
+    """
+
+    name: str
+    summary: str
+    processes: tuple[Process, ...]
+    ports: tuple[str, ...]
+    crds: tuple[str, ...]
+    requires: tuple[str, ...] = ()
+
+
+ADDONS: dict[str, Addon] = {
+    a.name: a
+    for a in (
+        Addon(
+            name="jobset",
+            summary="JobSet controller (sigs.k8s.io/jobset) with its webhooks",
+            processes=(Process("jobset-controller", "jobset", Health("jobset-health", "/readyz")),),
+            ports=("jobset-health", "jobset-webhook"),
+            crds=("config/components/crd/bases/*.yaml",),
+        ),
+        Addon(
+            name="volcano",
+            summary="Volcano controller manager and scheduler (volcano.sh/volcano)",
+            processes=(
+                Process("volcano-controller-manager", "controller-manager", Health("volcano-controller-manager", "/healthz")),
+                Process("volcano-scheduler", "scheduler", Health("volcano-scheduler", "/healthz")),
+            ),
+            ports=("volcano-controller-manager", "volcano-scheduler", "volcano-scheduler-metrics"),
+            crds=("config/crd/volcano/bases/*.yaml",),
+        ),
+        Addon(
+            name="trainer",
+            summary="Kubeflow Trainer v2 controller manager with its webhooks",
+            processes=(Process("trainer-controller-manager", "trainer", Health("trainer-health", "/readyz")),),
+            ports=("trainer-health", "trainer-webhook"),
+            crds=("manifests/base/crds/trainer.kubeflow.org_*.yaml",),
+            requires=("jobset",),
+        ),
+    )
+}
+
+
+def expand(names: Sequence[str]) -> list[str]:
+    """``names`` plus what they require, in :data:`ADDONS` order; ValueError on an unknown name."""
+    unknown = [n for n in names if n not in ADDONS]
+    if unknown:
+        raise ValueError(f"unknown component(s) {', '.join(unknown)}; choose from {', '.join(ADDONS)}")
+    wanted = set(names)
+    for name in list(wanted):
+        wanted.update(ADDONS[name].requires)
+    return [n for n in ADDONS if n in wanted]
+
+
+def process_names(names: Sequence[str]) -> list[str]:
+    """The component names of the processes of addons ``names``, in start order."""
+    return [p.name for n in names for p in ADDONS[n].processes]
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """What :func:`configure` made for one addon: argv and environment per process."""
+
+    argv: dict[str, list[str]]
+    env: dict[str, dict[str, str]]
+
+
+def _assets(binaries: Mapping[str, Path], addon: Addon) -> Path:
+    return Path(binaries[addon.processes[0].binary]).parent / "assets"
+
+
+def _serving_cert(pki: Pki, *, name: str, directory: Path) -> Path:
+    """A serving certificate for 127.0.0.1 signed by the cluster CA, as ``tls.crt``/``tls.key`` in ``directory``."""
+    cert, key = pki.issue(name, cn=name, server_names=["localhost"], server_ips=["127.0.0.1"])
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "tls.crt").write_bytes(cert.read_bytes())
+    (directory / "tls.key").write_bytes(key.read_bytes())
+    (directory / "tls.key").chmod(0o600)
+    return directory
+
+
+def _kubeconfig(pki: Pki, *, state_dir: Path, server: str, process: str) -> Path:
+    cn = f"ring-devcluster-{process}"
+    cert, key = pki.issue(process, cn=cn, groups=["system:masters"])
+    return write_kubeconfig(
+        state_dir / "kubeconfigs" / f"{process}.kubeconfig",
+        server=server, ca_cert=pki.ca_cert, client_cert=cert, client_key=key, user=cn,
+    )  # fmt: skip
+
+
+def configure(
+    name: str, *, state_dir: Path, server: str, pki: Pki, ports: Mapping[str, int], binaries: Mapping[str, Path]
+) -> Setup:
+    """Write addon ``name``'s kubeconfigs, certificates and configuration under
+    ``state_dir``; return the argv and environment of its processes.
+
+    Call once per cluster (again only after the state directory was wiped):
+    it issues new certificates. ``binaries`` maps binary names to their cached
+    paths (:func:`build.ensure_binaries`).
+    """
+    addon = ADDONS[name]
+    home = state_dir / "addons" / name
+    home.mkdir(parents=True, exist_ok=True)
+    kc = {p.name: _kubeconfig(pki, state_dir=state_dir, server=server, process=p.name) for p in addon.processes}
+    exe = {p.name: str(binaries[p.binary]) for p in addon.processes}
+    if name == "jobset":
+        certs = _serving_cert(pki, name="jobset-webhook", directory=home / "certs")
+        config = {
+            "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+            "kind": "Configuration",
+            "leaderElection": {"leaderElect": False},
+            # No Secret, no rotation: the certificate above is already trusted.
+            "internalCertManagement": {"enable": False},
+            "webhook": {"host": "127.0.0.1", "port": ports["jobset-webhook"], "certDir": str(certs)},
+            "metrics": {"bindAddress": "0"},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{ports['jobset-health']}"},
+            "clientConnection": {"qps": 100, "burst": 200},
+        }
+        (home / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        argv = {
+            "jobset-controller": [
+                exe["jobset-controller"],
+                f"--kubeconfig={kc['jobset-controller']}",
+                f"--config={home / 'config.yaml'}",
+                "--zap-devel=false",
+                "--zap-encoder=console",
+            ]
+        }
+        return Setup(argv=argv, env={})
+    if name == "volcano":
+        # Volcano's default actions and plugins (enqueue admits a PodGroup,
+        # gang holds its pods until all fit), written out: without a file the
+        # scheduler logs an error on every configuration reload.
+        (home / "scheduler.conf").write_text(_VOLCANO_SCHEDULER_CONF)
+        common = ["--leader-elect=false", "--enable-healthz", f"--scheduler-name={VOLCANO_SCHEDULER}", "--v=2"]
+        argv = {
+            "volcano-controller-manager": [
+                exe["volcano-controller-manager"],
+                f"--kubeconfig={kc['volcano-controller-manager']}",
+                *common,
+                f"--healthz-address=127.0.0.1:{ports['volcano-controller-manager']}",
+                # Jobs, their PodGroups, queues, finished-job clean-up; not the
+                # JobFlow/JobTemplate controllers (their CRDs are not installed).
+                "--controllers=job-controller,pg-controller,queue-controller,gc-controller",
+                "--kube-api-qps=100",
+                "--kube-api-burst=200",
+            ],
+            "volcano-scheduler": [
+                exe["volcano-scheduler"],
+                f"--kubeconfig={kc['volcano-scheduler']}",
+                *common,
+                f"--healthz-address=127.0.0.1:{ports['volcano-scheduler']}",
+                f"--listen-address=127.0.0.1:{ports['volcano-scheduler-metrics']}",
+                f"--scheduler-conf={home / 'scheduler.conf'}",
+                f"--default-queue={VOLCANO_DEFAULT_QUEUE}",
+                "--cache-dumper=false",
+                "--schedule-period=200ms",
+            ],
+        }
+        # The scheduler serves its log-level socket in $DEBUG_SOCKET_DIR
+        # (default /tmp/klog-socks, shared by every cluster on the machine);
+        # a vGPU device package initialises its own client from $KUBECONFIG
+        # (else ~/.kube/config) in both binaries.
+        sockets = home / "sockets"
+        sockets.mkdir(exist_ok=True)
+        env = {p: {"KUBECONFIG": str(kc[p])} for p in argv}
+        env["volcano-scheduler"]["DEBUG_SOCKET_DIR"] = str(sockets)
+        return Setup(argv=argv, env=env)
+    if name == "trainer":
+        certs = _serving_cert(pki, name="trainer-webhook", directory=home / "certs")
+        argv = {
+            "trainer-controller-manager": [
+                exe["trainer-controller-manager"],
+                f"--kubeconfig={kc['trainer-controller-manager']}",
+                f"--health-probe-bind-address=127.0.0.1:{ports['trainer-health']}",
+                "--webhook-host=127.0.0.1",
+                f"--webhook-port={ports['trainer-webhook']}",
+                f"--webhook-cert-dir={certs}",
+                "--zap-encoder=console",
+            ]
+        }
+        return Setup(argv=argv, env={})
+    raise AssertionError(f"no configuration for addon {name}")
+
+
+def _load_all(path: Path) -> list[Json]:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the JobSet CRD is 0.8 MB of YAML
+    with open(path, encoding="utf-8") as stream:
+        return [d for d in yaml.load_all(stream, Loader=loader) if d]
+
+
+def crd_documents(names: Sequence[str], *, binaries: Mapping[str, Path]) -> list[Json]:
+    """The CRDs addons ``names`` bring (from their build's assets), in addon order."""
+    docs: list[Json] = []
+    for name in names:
+        addon = ADDONS[name]
+        assets = _assets(binaries, addon)
+        for pattern in addon.crds:
+            files = sorted(assets.glob(pattern))
+            if not files:
+                raise FileNotFoundError(f"no CRD matches {pattern} in {assets}; rebuild with `ring-devcluster build --with {name}`")
+            for path in files:
+                docs.extend(d for d in _load_all(path) if d.get("kind") == "CustomResourceDefinition")
+    return docs
+
+
+def _webhooks_by_url(manifest: Path, *, names: Mapping[str, str], port: int, ca: bytes) -> list[Json]:
+    """The product's webhook configurations, called by URL at 127.0.0.1:``port``.
+
+    ``names`` renames the configurations (upstream names are kustomize
+    placeholders); pod webhooks get JobSet's object selector.
+    """
+    out = []
+    for doc in _load_all(manifest):
+        kind = doc["kind"]
+        config = copy.deepcopy(doc)
+        config["metadata"] = {"name": names[kind], "labels": {"app.kubernetes.io/managed-by": "ring-devcluster"}}
+        for hook in config.get("webhooks") or []:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": base64.b64encode(ca).decode()}
+            if any("pods" in (rule.get("resources") or []) for rule in hook.get("rules") or []):
+                hook["objectSelector"] = {
+                    "matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]
+                }
+        out.append(config)
+    return out
+
+
+_WEBHOOK_PATHS = {
+    "MutatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+}
+
+
+def objects(
+    name: str, *, ports: Mapping[str, int], binaries: Mapping[str, Path], ca_cert: Path
+) -> list[tuple[str, Json]]:
+    """The API objects addon ``name`` needs, as ``(object URL path, manifest)`` to server-side apply.
+
+    Apply them after the CRDs are established and before the processes
+    start: a webhook registered before its server listens only delays the
+    first requests (they fail, and clients retry), never skips validation.
+    """
+    addon = ADDONS[name]
+    ca = ca_cert.read_bytes()
+    out: list[tuple[str, Json]] = []
+    if name == "jobset":
+        manifest = _assets(binaries, addon) / "config/components/webhook/manifests.yaml"
+        names = {
+            "MutatingWebhookConfiguration": "jobset-mutating-webhook-configuration",
+            "ValidatingWebhookConfiguration": "jobset-validating-webhook-configuration",
+        }
+        for config in _webhooks_by_url(manifest, names=names, port=ports["jobset-webhook"], ca=ca):
+            out.append((f"{_WEBHOOK_PATHS[config['kind']]}/{config['metadata']['name']}", config))
+    elif name == "trainer":
+        manifest = _assets(binaries, addon) / "manifests/base/webhook/manifests.yaml"
+        names = {"ValidatingWebhookConfiguration": "validator.trainer.kubeflow.org"}
+        for config in _webhooks_by_url(manifest, names=names, port=ports["trainer-webhook"], ca=ca):
+            out.append((f"{_WEBHOOK_PATHS[config['kind']]}/{config['metadata']['name']}", config))
+    elif name == "volcano":
+        queue = {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "Queue",
+            "metadata": {"name": VOLCANO_DEFAULT_QUEUE},
+            "spec": {"weight": 1, "reclaimable": True},
+        }
+        out.append((f"/apis/scheduling.volcano.sh/v1beta1/queues/{VOLCANO_DEFAULT_QUEUE}", queue))
+    return out
+
+
+def pending(name: str, get: Callable[[str], Json | None]) -> list[str]:
+    """What addon ``name`` still waits for once its processes are healthy (empty: ready).
+
+    ``get(path)`` returns the JSON object at an API path, or None if absent.
+    """
+    if name == "volcano":
+        queue = get(f"/apis/scheduling.volcano.sh/v1beta1/queues/{VOLCANO_DEFAULT_QUEUE}")
+        state = ((queue or {}).get("status") or {}).get("state")
+        if state != "Open":
+            return [f"volcano queue/{VOLCANO_DEFAULT_QUEUE} (state {state or 'unset'}, not Open)"]
+    return []
+
+
+def describe(names: Sequence[str]) -> str:
+    """One line per addon: name and summary (for ``--help``)."""
+    return "\n".join(f"  {a.name:<8} {a.summary}" for a in ADDONS.values() if a.name in names)
