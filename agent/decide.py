@@ -180,7 +180,7 @@ def decide(
     data = {CLUSTER_FILE: spec_to_json(spec)}
     if wants_devices or any(a is not None and a.devices for *_, a in counting):
         data[HCCL_FILE] = render_hccl(spec, version=hccl_version)
-    size = sum(len(k) + len(v.encode()) for k, v in data.items())
+    size = sum(len(v.encode()) for v in data.values())
     if size > size_limit:
         problems.append(
             Problem("too_large", f"spec of {expected} members is {size} bytes, over the ConfigMap limit of {size_limit}")

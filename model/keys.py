@@ -33,8 +33,9 @@ MANAGED_VALUE: Final = "true"
 #: Annotation on a managed ConfigMap naming its job key (``vcjob/ns/name``);
 #: an annotation, not a label, because job names may exceed 63 characters.
 JOB_ANNOTATION: Final = "ring-controller.io/job"
-#: Kubernetes' limit on a ConfigMap's data (bytes), less a margin for metadata.
-CONFIGMAP_DATA_LIMIT: Final = 1024 * 1024 - 16 * 1024
+#: Kubernetes' limit on a ConfigMap: the values of ``data`` and ``binaryData``
+#: together may hold 1 MiB (the API server's validation; metadata is not counted).
+CONFIGMAP_DATA_LIMIT: Final = 1024 * 1024
 
 # Member ports ---------------------------------------------------------------
 

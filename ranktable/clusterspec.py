@@ -221,12 +221,12 @@ def _check_member(member: Member, where: str) -> None:
     ips: set[str] = set()
     for d, device in enumerate(member.devices):
         dwhere = f"{where}.devices[{d}]"
-        check_device_id(device.device_id, f"{dwhere}.device_id")
-        check_ip(device.device_ip, f"{dwhere}.device_ip")
+        check_device_id(device.device_id, f"{dwhere}.id")
+        check_ip(device.device_ip, f"{dwhere}.ip")
         if device.device_id in ids:
-            raise SpecError(f"{dwhere}.device_id: {device.device_id!r} appears twice")
+            raise SpecError(f"{dwhere}.id: {device.device_id!r} appears twice")
         if device.device_ip in ips:
-            raise SpecError(f"{dwhere}.device_ip: {device.device_ip!r} appears twice")
+            raise SpecError(f"{dwhere}.ip: {device.device_ip!r} appears twice")
         ids.add(device.device_id)
         ips.add(device.device_ip)
 
@@ -294,7 +294,7 @@ def spec_to_dict(spec: ClusterSpec) -> dict[str, Any]:
                 "port": m.port,
                 "node": m.node,
                 "host": m.host,
-                "devices": [{"device_id": d.device_id, "device_ip": d.device_ip} for d in m.devices],
+                "devices": [{"id": d.device_id, "ip": d.device_ip} for d in m.devices],
             }
             for m in spec.members
         ],
@@ -363,7 +363,7 @@ def _member(raw: object, where: str) -> Member:
     for d, item in enumerate(devices_raw):
         dobj = _object(item, f"{prefix}devices[{d}]")
         dprefix = f"{prefix}devices[{d}]."
-        devices.append(Device(device_id=_str(dobj, "device_id", dprefix), device_ip=_str(dobj, "device_ip", dprefix)))
+        devices.append(Device(device_id=_str(dobj, "id", dprefix), device_ip=_str(dobj, "ip", dprefix)))
     host = obj.get("host", "")
     if not isinstance(host, str):
         raise SpecError(f"{prefix}host: expected a string, got {_kind(host)}")

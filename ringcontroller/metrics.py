@@ -150,6 +150,12 @@ class ClientMetrics:
             ["resource"],
             registry=registry,
         )
+        self.watch_events = Counter(
+            "ringcontroller_watch_events_total",
+            "Watch events applied to an informer's cache, by resource and event type",
+            ["resource", "type"],
+            registry=registry,
+        )
 
 
 # controller-runtime's reconcile time buckets: 5 ms .. 60 s.

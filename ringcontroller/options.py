@@ -73,7 +73,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--kubeconfig", help="kubeconfig file; default: in-cluster config, then $KUBECONFIG, then ~/.kube/config")
     p.add_argument("--namespace", default=None, help="watch only this namespace (default: all namespaces)")
     p.add_argument("--label-key", default=DEFAULT_LABEL_KEY, help="label selecting workloads and pods; its value names the runtime")
-    p.add_argument("--workers", type=int, default=4, help="jobs synced concurrently")
+    p.add_argument("--workers", type=int, default=16, help="jobs synced concurrently (cheap asyncio tasks; more keep a burst of completions from queueing behind each other's writes)")
     p.add_argument("--ranktable-version", choices=("v1", "v2"), default="v2", help="HCCL rank table format of hccl.json")
     p.add_argument("--default-port", type=int, default=DEFAULT_PORT, help="member port when the pod names none")
     p.add_argument("--metrics-bind-address", default=":8080", help="address of /metrics; '0' disables")

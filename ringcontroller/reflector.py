@@ -410,6 +410,7 @@ class Reflector(Generic[R]):
         metrics = client_metrics(registry)
         self._m_restarts = metrics.watch_restarts.labels(str(resource))
         self._m_relists = metrics.relists.labels(str(resource))
+        self._m_events = {t: metrics.watch_events.labels(str(resource), t) for t in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK")}
         self._log = log.bind(resource=str(resource), namespace=namespace or "*")
 
     @property
@@ -557,6 +558,9 @@ class Reflector(Generic[R]):
             raise ValueError(f"watch event without an object: {json.dumps(event)[:200]}")
         if kind == "ERROR":
             raise ApiStatusError.from_status(raw)
+        counter = self._m_events.get(str(kind))
+        if counter is not None:
+            counter.inc()
         if kind in ("ADDED", "MODIFIED", "DELETED"):
             self._mirror.apply(kind, raw)
         elif kind != "BOOKMARK":

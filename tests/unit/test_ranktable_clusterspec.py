@@ -88,8 +88,8 @@ def test_golden_text_has_the_contract_keys_and_int_types() -> None:
     )
     assert spec_to_json(spec) == (
         '{"epoch":3,"expected":1,"job":{"apiVersion":"batch.volcano.sh/v1alpha1","kind":"Job","name":"job",'
-        '"namespace":"default","uid":"job-uid","version":0},"members":[{"devices":[{"device_id":"0",'
-        '"device_ip":"192.168.100.1"}],"host":"192.168.0.10","index":0,"ip":"127.1.0.1","node":"node-0",'
+        '"namespace":"default","uid":"job-uid","version":0},"members":[{"devices":[{"id":"0",'
+        '"ip":"192.168.100.1"}],"host":"192.168.0.10","index":0,"ip":"127.1.0.1","node":"node-0",'
         '"pod":"job-worker-0","port":2222,"rank":0,"role":"worker","task":"worker","uid":"uid-job-worker-0"}],'
         '"status":"completed"}'
     )
@@ -205,29 +205,29 @@ MALFORMED: list[Any] = [
         spec_dict(members=spec_dict()["members"][:1]), "completed but members holds 1 of 2", id="completed-short"
     ),
     pytest.param(
-        _with_member(0, devices=[{"device_id": "-1", "device_ip": "192.168.100.1"}]),
-        "members[0].devices[0].device_id: '-1'",
+        _with_member(0, devices=[{"id": "-1", "ip": "192.168.100.1"}]),
+        "members[0].devices[0].id: '-1'",
         id="device-id-negative",
     ),
     pytest.param(
-        _with_member(0, devices=[{"device_id": 0, "device_ip": "192.168.100.1"}]),
-        "members[0].devices[0].device_id: expected a string, got an integer",
+        _with_member(0, devices=[{"id": 0, "ip": "192.168.100.1"}]),
+        "members[0].devices[0].id: expected a string, got an integer",
         id="device-id-int",
     ),
     pytest.param(
-        _with_member(0, devices=[{"device_id": "0", "device_ip": "x"}]),
-        "members[0].devices[0].device_ip: 'x' is not an IP address",
+        _with_member(0, devices=[{"id": "0", "ip": "x"}]),
+        "members[0].devices[0].ip: 'x' is not an IP address",
         id="device-ip-invalid",
     ),
     pytest.param(
         _with_member(
             0,
             devices=[
-                {"device_id": "0", "device_ip": "192.168.100.1"},
-                {"device_id": "1", "device_ip": "192.168.100.1"},
+                {"id": "0", "ip": "192.168.100.1"},
+                {"id": "1", "ip": "192.168.100.1"},
             ],
         ),
-        "members[0].devices[1].device_ip: '192.168.100.1' appears twice",
+        "members[0].devices[1].ip: '192.168.100.1' appears twice",
         id="device-ip-duplicate",
     ),
 ]

@@ -1,0 +1,482 @@
+"""``build/bench.sh``: ring-controller under load on the real local control plane.
+
+One run is one scenario: ``--jobs J --pods P`` Volcano Jobs (``--devices D``
+Ascend devices per pod), optionally followed by ``--churn SECONDS`` of pods
+being replaced continuously. The run:
+
+1. brings up (or reuses) the local cluster in ``--state-dir`` with enough
+   kwok nodes for the pods (250 pods per node at most);
+2. creates a fresh namespace and starts ``ring-controller`` as a separate
+   process watching only it (so leftovers of other runs cannot leak in);
+3. creates the first half of the pods (whole jobs where there are several),
+   waits until they run and their specs completed and the controller's
+   queue is idle, samples its RSS; then the second half, the same way. The
+   RSS slope between the two sizes is ``rss_per_pod_kib``;
+4. scrapes ``/metrics`` (ConfigMap writes per job, API requests by verb);
+5. with ``--churn``: replaces random pods for the given seconds, then waits
+   for every spec to be completed again;
+6. stops the controller, deletes the namespace, prints the table (stdout)
+   and writes ``--json``; ``--compare OLD.json`` prints the deltas, and
+   ``--check-targets`` exits 1 when a target of issue 6 is missed.
+
+Latency is measured on the bench's own watches (:mod:`tests.bench.observer`).
+Progress goes to stderr. ``--profile OUT.prof`` runs the controller under
+cProfile (slower: use it to find hot spots, not for the figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import random
+import re
+import resource
+import secrets
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import config as kube_config
+from kubernetes_asyncio.client import ApiClient, Configuration
+
+from model.keys import CONFIGMAP_DATA_LIMIT, DEFAULT_LABEL_KEY
+from ringcontroller.devcluster import Cluster, ensure_up
+from ringcontroller.devcluster.cluster import COMPONENTS
+from ringcontroller.devcluster.kwok import PODS_PER_NODE
+from ringcontroller.kubeapi import RestKubeAPI
+from tests.bench import report
+from tests.bench.controller import BenchController
+from tests.bench.load import JobPlan, Load, plan_jobs, slot_key
+from tests.bench.measure import Metrics, histogram_mean, parse_metrics, percentiles, proc_sample
+from tests.bench.observer import Observer
+
+Json = dict[str, Any]
+
+REPO = Path(__file__).resolve().parents[2]
+QUEUE = "ring-controller"
+#: Keep this share of each node's pod capacity free (the scheduler spreads, churn needs room).
+NODE_FILL = 0.8
+
+
+def say(message: str) -> None:
+    """A progress line on stderr."""
+    print(f"bench: {message}", file=sys.stderr, flush=True)
+
+
+# -- the run -------------------------------------------------------------------
+
+
+def _split(plans: list[JobPlan]) -> tuple[dict[str, range], dict[str, range]]:
+    """Index ranges per job for the two halves of the pods (whole jobs when there are several)."""
+    if len(plans) == 1:
+        half = plans[0].pods // 2
+        return {plans[0].name: range(half)}, {plans[0].name: range(half, plans[0].pods)}
+    cut = len(plans) // 2
+    first = {p.name: range(p.pods) for p in plans[:cut]}
+    second = {p.name: range(p.pods) for p in plans[cut:]}
+    return first, second
+
+
+async def _scrape(controller: BenchController) -> Metrics:
+    return parse_metrics(await asyncio.to_thread(controller.metrics))
+
+
+async def _quiesce(controller: BenchController, *, timeout: float = 60.0) -> None:
+    """Wait until the controller's queue is empty and no sync runs, twice in a row."""
+    deadline = time.monotonic() + timeout
+    idle = 0
+    while idle < 2:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the controller's work queue did not drain")
+        m = await _scrape(controller)
+        busy = m.sum("workqueue_depth", name=QUEUE) + m.sum("controller_runtime_active_workers", controller=QUEUE)
+        idle = idle + 1 if busy == 0 else 0
+        await asyncio.sleep(0.2)
+
+
+async def _wait_settled(
+    observer: Observer, load: Load, plans: list[JobPlan], *, slots: list[str], what: str, timeout: float
+) -> float:
+    """Wait until the pods of ``slots`` run and every job in ``plans`` that has all its pods is
+    completed or has a SpecTooLarge event; returns the seconds it took."""
+    configmaps = [p.configmap for p in plans]
+    too_large: set[str] = set()
+    last_poll = 0.0
+
+    def progress() -> str:
+        return (
+            f"{observer.running(slots)}/{len(slots)} pods running, "
+            f"{observer.completed(configmaps)}/{len(configmaps)} specs completed, {len(too_large)} too large"
+        )
+
+    started = time.monotonic()
+    await observer.wait(lambda: observer.running(slots) == len(slots), timeout=timeout, what=f"{what}: pods running", progress=progress)
+    while True:
+        pending = [c for c in configmaps if observer.status.get(c) != "completed" and c not in too_large]
+        if not pending:
+            break
+        if time.monotonic() - last_poll > 1.0:
+            last_poll = time.monotonic()
+            for event in await load.events_with_reason("SpecTooLarge"):
+                too_large.add("rings-config-" + str((event.get("involvedObject") or {}).get("name", "")))
+            continue
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(f"timed out waiting for {what}: {progress()}")
+        await asyncio.sleep(0.05)
+    return time.monotonic() - started
+
+
+def _machine(load_start: tuple[float, float, float]) -> Json:
+    return {
+        "cpus": os.cpu_count(),
+        "load_avg_start": [round(x, 2) for x in load_start],
+        "load_avg_end": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+async def run(args: argparse.Namespace) -> Json:
+    """Run one scenario (see the module doc) and return the result document."""
+    load_start = os.getloadavg()
+    plans = plan_jobs(jobs=args.jobs, pods=args.pods, devices=args.devices)
+    total = args.jobs * args.pods
+    nodes = max(4, math.ceil(total / (PODS_PER_NODE * NODE_FILL)))
+    say(f"cluster in {args.state_dir} with {nodes} kwok nodes")
+    cluster = await asyncio.to_thread(ensure_up, state_dir=args.state_dir, nodes=nodes, say=lambda m: say(f"devcluster: {m}"))
+    cfg = Configuration()
+    await kube_config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=cfg)
+    name = f"{args.jobs}x{args.pods}" + (f"-d{args.devices}" if args.devices else "") + (f"-churn-{args.churn_mode}" if args.churn else "") + (f"-q{args.create_qps:g}" if args.create_qps else "")
+    namespace = f"bench-{name}-{secrets.token_hex(3)}".lower()
+    logs = args.state_dir / "bench-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    async with ApiClient(configuration=cfg) as api:
+        rest = RestKubeAPI(api)
+        load = Load(rest, api_client=api, namespace=namespace, concurrency=args.concurrency, create_qps=args.create_qps, label_key=DEFAULT_LABEL_KEY)
+        await load.create_namespace()
+        say(f"namespace {namespace}")
+        observer = Observer(api=api, namespace=namespace, label_selector=DEFAULT_LABEL_KEY)
+        await observer.start()
+        for plan in plans:
+            observer.expect(plan.configmap, plan.slots())
+        controller = BenchController(
+            kubeconfig=cluster.kubeconfig,
+            log_path=logs / f"{namespace}.log",
+            namespace=namespace,
+            extra=list(args.controller_arg or []),
+            profile=args.profile,
+        )
+        await asyncio.to_thread(controller.start)
+        say(f"controller pid {controller.pid} ready; log {controller.log_path}")
+        try:
+            return await _measure(
+                args, plans=plans, load=load, observer=observer, controller=controller, name=name, load_start=load_start,
+                cluster=cluster, api=api,
+            )
+        finally:
+            await observer.stop()
+            code = await asyncio.to_thread(controller.stop)
+            say(f"controller exited with {code}")
+            if not args.keep:
+                say(f"deleting namespace {namespace}")
+                gone = await load.delete_namespace(wait=300.0)
+                say("namespace deleted" if gone else f"namespace {namespace} still terminating; not waiting longer")
+
+
+async def _measure(
+    args: argparse.Namespace,
+    *,
+    plans: list[JobPlan],
+    load: Load,
+    observer: Observer,
+    controller: BenchController,
+    name: str,
+    load_start: tuple[float, float, float],
+    cluster: Cluster,
+    api: ApiClient,
+) -> Json:
+    total = args.jobs * args.pods
+    timeout = 120.0 + 0.25 * total
+    at_ready = proc_sample(controller.pid)
+    m_start = await _scrape(controller)
+    cpu_start = _cpu_by_process(cluster, controller)
+    apiserver_start = await _apiserver_metrics(api)
+    rss_samples: list[Json] = [{"pods": 0, "rss_mb": round(at_ready.rss_mb, 2)}]
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    created: list[str] = []
+    for half, members in enumerate(_split(plans), start=1):
+        these = [p for p in plans if p.name in members]
+        names = [slot_key(p.name, i) for p in these for i in members[p.name]]
+        say(f"half {half}: creating {len(these)} job(s), {len(names)} pods")
+        t0 = time.monotonic()
+        await load.create_jobs(these, members=members)
+        timings[f"create_half{half}"] = round(time.monotonic() - t0, 2)
+        created += names
+        have = set(created)
+        complete = [p for p in plans if all(n in have for n in p.slots())]
+        await _wait_settled(observer, load, complete, slots=created, what=f"half {half}", timeout=timeout)
+        await _quiesce(controller)
+        sample = proc_sample(controller.pid)
+        rss_samples.append({"pods": len(created), "rss_mb": round(sample.rss_mb, 2)})
+        say(f"half {half} settled: {len(created)} pods tracked, controller RSS {sample.rss_mb:.1f} MiB, cpu {sample.cpu_s:.1f}s")
+    timings["all_settled"] = round(time.monotonic() - started, 2)
+    after_load = proc_sample(controller.pid)
+    m_load = (await _scrape(controller)).delta(m_start)
+    cpu_load = _cpu_by_process(cluster, controller)
+    apiserver_load = (await _apiserver_metrics(api)).delta(apiserver_start)
+    too_large = await load.events_with_reason("SpecTooLarge")
+
+    events: Json | None = None
+    if args.churn:
+        events = await _churn(args, plans=plans, load=load, observer=observer, controller=controller, cluster=cluster)
+    end = proc_sample(controller.pid)
+    m_end = await _scrape(controller)  # since start: the initial lists and watches count too
+
+    latencies = [c.latency_s * 1000 for c in observer.completions if c.phase == "initial" and c.latency_s is not None]
+    (a, b) = rss_samples[1], rss_samples[2]
+    slope = (b["rss_mb"] - a["rss_mb"]) * 1024 / (b["pods"] - a["pods"]) if b["pods"] > a["pods"] else None
+    writes = m_load.sum("ringcontroller_configmap_writes_total")
+    controller_latency = histogram_mean(m_load, "ringcontroller_spec_latency_seconds")
+    result: Json = {
+        "schema": report.SCHEMA_VERSION,
+        "scenario": {
+            "name": name,
+            "jobs": args.jobs,
+            "pods": args.pods,
+            "devices": args.devices,
+            "churn_s": args.churn or None,
+            "churn_mode": args.churn_mode if args.churn else None,
+            "create_qps": args.create_qps or None,
+            "command": " ".join(["build/bench.sh", *sys.argv[1:]]),
+        },
+        "latency_ms": {
+            **{k: round(v, 2) for k, v in percentiles(latencies).items()},
+            "count": len(latencies),
+            "unmeasured": sum(1 for c in observer.completions if c.phase == "initial" and c.latency_s is None),
+        },
+        "controller_cpu_s": round(after_load.cpu_s - at_ready.cpu_s, 2),
+        "controller_rss_mb": round(end.hwm_mb, 1),
+        "rss_per_pod_kib": round(slope, 2) if slope is not None else None,
+        "configmap_writes_per_job": round(writes / len(plans), 3),
+        "api_requests": {k: int(v) for k, v in sorted(m_end.by_label("ringcontroller_api_requests_total", "verb").items())},
+        "events_per_s": events["per_s"] if events else None,
+        "controller_latency_mean_ms": round(controller_latency * 1000, 2) if controller_latency is not None else None,
+        "controller_cpu_total_s": round(end.cpu_s, 2),
+        "controller_queue": _queue_figures(m_load),
+        "cpu_s": {k: round(v - cpu_start.get(k, 0.0), 2) for k, v in cpu_load.items()},
+        "apiserver_ms": _apiserver_figures(apiserver_load),
+        "configmap_writes": {
+            f"{dict(labels)['verb']}/{dict(labels)['result']}": int(v)
+            for (n, labels), v in sorted(m_load.samples.items(), key=lambda kv: sorted(kv[0][1]))
+            if n == "ringcontroller_configmap_writes_total" and v
+        },
+        "rss_samples": rss_samples,
+        "spec": {
+            "max_bytes": max([*observer.sizes.values(), _too_large_bytes(too_large) or 0]),
+            "limit_bytes": CONFIGMAP_DATA_LIMIT,
+            "completed_jobs": sum(1 for p in plans if observer.completed_epoch.get(p.configmap) is not None),
+            "too_large_events": len(too_large),
+            "too_large_bytes": _too_large_bytes(too_large),
+        },
+        "events": events,
+        "timings_s": timings,
+        "bench_cpu_s": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 2),
+        "machine": _machine(load_start),
+    }
+    result["targets"] = [t.as_json() for t in report.evaluate_targets(result)]
+    return result
+
+
+def _cpu_by_process(cluster: Cluster, controller: BenchController) -> dict[str, float]:
+    """CPU seconds so far of the controller, each control-plane process and the bench."""
+    out = {"ring-controller": proc_sample(controller.pid).cpu_s, "bench": sum(resource.getrusage(resource.RUSAGE_SELF)[:2])}
+    for component in COMPONENTS:
+        pid = cluster.pid(component)
+        if pid is not None:
+            try:
+                out[component] = proc_sample(pid).cpu_s
+            except OSError:
+                pass
+    return out
+
+
+_APISERVER_SERIES = ("apiserver_request_duration_seconds_sum", "apiserver_request_duration_seconds_count")
+
+
+async def _apiserver_metrics(api: ApiClient) -> Metrics:
+    """The API server's request-duration sums and counts (its /metrics, admin credentials)."""
+    response = await api.call_api(
+        "/metrics", "GET", header_params={"Accept": "text/plain"}, auth_settings=["BearerToken"], _preload_content=False
+    )
+    try:
+        text = await response.text()
+    finally:
+        response.release()
+    return parse_metrics("\n".join(line for line in text.splitlines() if line.startswith(_APISERVER_SERIES)))
+
+
+def _apiserver_figures(m: Metrics) -> dict[str, float | None]:
+    """Mean server-side duration (ms) of the requests that matter here, by verb and resource."""
+    out: dict[str, float | None] = {}
+    for verb, resource_name, sub in (
+        ("POST", "pods", ""),
+        ("PATCH", "pods", "status"),
+        ("POST", "pods", "binding"),
+        ("POST", "configmaps", ""),
+        ("PUT", "configmaps", ""),
+        ("POST", "events", ""),
+    ):
+        match = {"verb": verb, "resource": resource_name, "subresource": sub}
+        count = m.sum("apiserver_request_duration_seconds_count", **match)
+        total = m.sum("apiserver_request_duration_seconds_sum", **match)
+        label = f"{verb} {resource_name}" + (f"/{sub}" if sub else "")
+        out[label] = round(total / count * 1000, 2) if count else None
+    return out
+
+
+def _queue_figures(m: Metrics) -> Json:
+    """Where a job's time goes inside the controller: waiting in the queue, syncing."""
+    wait = histogram_mean(m, "workqueue_queue_duration_seconds")
+    work = histogram_mean(m, "workqueue_work_duration_seconds")
+    return {
+        "adds": int(m.sum("workqueue_adds_total", name=QUEUE)),
+        "syncs": int(m.sum("controller_runtime_reconcile_total", controller=QUEUE)),
+        "sync_errors": int(m.sum("controller_runtime_reconcile_errors_total", controller=QUEUE)),
+        "wait_mean_ms": round(wait * 1000, 2) if wait is not None else None,
+        "sync_mean_ms": round(work * 1000, 2) if work is not None else None,
+    }
+
+
+def _too_large_bytes(events: list[Json]) -> int | None:
+    for event in events:
+        m = re.search(r"is (\d+) bytes", str(event.get("message", "")))
+        if m:
+            return int(m.group(1))
+    return None
+
+
+async def _churn(
+    args: argparse.Namespace, *, plans: list[JobPlan], load: Load, observer: Observer, controller: BenchController, cluster: Cluster
+) -> Json:
+    """Churn pods for ``args.churn`` seconds; measure events handled and the settle time."""
+    observer.phase = "churn"
+    m0 = await _scrape(controller)
+    p0 = proc_sample(controller.pid)
+    cpu0 = _cpu_by_process(cluster, controller)
+    events0 = observer.pod_events
+    say(f"churn: {args.churn_mode} pods for {args.churn}s with {args.churn_workers} workers")
+    result = await load.churn(seconds=args.churn, workers=args.churn_workers, rng=random.Random(args.seed), mode=args.churn_mode)
+    p1 = proc_sample(controller.pid)
+    cpu1 = _cpu_by_process(cluster, controller)
+    m1 = (await _scrape(controller)).delta(m0)
+    offered = observer.pod_events - events0
+    say(f"churn: {result.replaced} pods churned ({args.churn_mode}), {offered} pod events; errors {result.errors or 'none'}; settling")
+    t0 = time.monotonic()
+    await asyncio.sleep(1.0)
+    restored = await load.restore()
+    all_slots = [n for p in plans for n in p.slots()]
+    settled = await _wait_settled(observer, load, plans, slots=all_slots, what="settle after churn", timeout=300.0)
+    await _quiesce(controller)
+    settle_s = time.monotonic() - t0
+    # Events the controller's informer handled, by its own counter when it
+    # exports one; else the bench's count on an identical watch (same
+    # namespace and selector), valid because the controller settled.
+    counter = "ringcontroller_watch_events_total"
+    if m1.has(counter):
+        handled = sum(m1.sum(counter, resource="pods", type=t) for t in ("ADDED", "MODIFIED", "DELETED"))
+        source = counter + '{resource="pods",type=~"ADDED|MODIFIED|DELETED"}'
+    else:
+        handled, source = float(offered), "bench pod watch (same selector); controller settled after"
+    cpu = p1.cpu_s - p0.cpu_s
+    latencies = [c.latency_s * 1000 for c in observer.completions if c.phase == "churn" and c.latency_s is not None]
+    return {
+        "per_s": round(handled / result.seconds, 1),
+        "handled": int(handled),
+        "offered": offered,
+        "source": source,
+        "seconds": round(result.seconds, 2),
+        "mode": args.churn_mode,
+        "replaced": result.replaced,
+        "restored": restored,
+        "errors": result.errors,
+        "controller_cpu_s": round(cpu, 2),
+        "controller_cpu_util": round(cpu / result.seconds, 3),
+        "per_cpu_s": round(handled / cpu, 1) if cpu > 0 else None,
+        "cpu_util": {k: round((v - cpu0.get(k, 0.0)) / result.seconds, 3) for k, v in cpu1.items()},
+        "workqueue_adds": int(m1.sum("workqueue_adds_total", name=QUEUE)),
+        "syncs": int(m1.sum("controller_runtime_reconcile_total", controller=QUEUE)),
+        "configmap_writes": int(m1.sum("ringcontroller_configmap_writes_total")),
+        "latency_ms": {k: round(v, 2) for k, v in percentiles(latencies).items()},
+        "settle_s": round(max(settle_s, settled), 2),
+    }
+
+
+# -- command line ----------------------------------------------------------------
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The bench's flags."""
+    p = argparse.ArgumentParser(prog="build/bench.sh", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--jobs", type=int, default=1, help="Volcano Jobs to create (default 1)")
+    p.add_argument("--pods", type=int, default=8, help="pods (workers) per job (default 8)")
+    p.add_argument("--devices", type=int, default=0, help="Ascend devices per pod (device annotation; runtime ascend-910)")
+    p.add_argument("--churn", type=float, nargs="?", const=30.0, default=0.0, metavar="SECONDS", help="after the jobs completed, replace pods continuously for SECONDS (default 30)")
+    p.add_argument("--churn-workers", type=int, default=16, help="pods being churned at once (default 16)")
+    p.add_argument("--churn-mode", choices=("replace", "restart"), default="replace", help="replace: delete and re-create pods (default); restart: in-place container restarts (status patches)")
+    p.add_argument("--json", type=Path, metavar="OUT", help="write the result document here")
+    p.add_argument("--compare", type=Path, metavar="OLD.json", help="print the changes against an earlier result")
+    p.add_argument("--check-targets", action="store_true", help="exit 1 when a target of issue 6 is missed")
+    p.add_argument("--state-dir", type=Path, default=REPO / ".state" / "bench", help="the local cluster's state directory (default .state/bench)")
+    p.add_argument("--concurrency", type=int, default=16, help="API requests in flight while creating (default 16)")
+    p.add_argument("--create-qps", type=float, default=0.0, help="pace Job and pod creation to this many per second (default 0: unpaced)")
+    p.add_argument("--controller-arg", action="append", metavar="ARG", help="extra flag for ring-controller (repeatable, e.g. --controller-arg=--workers=8)")
+    p.add_argument("--profile", type=Path, metavar="OUT.prof", help="run the controller under cProfile, write the profile here")
+    p.add_argument("--keep", action="store_true", help="keep the namespace (and its objects) afterwards")
+    p.add_argument("--seed", type=int, default=1, help="random seed of the churn")
+    args = p.parse_args(argv)
+    if args.jobs < 1 or args.pods < 2:
+        p.error("--jobs must be at least 1 and --pods at least 2 (the RSS slope needs two sizes)")
+    if args.churn and args.churn_workers > args.jobs * args.pods // 2:
+        p.error("--churn-workers must be at most half the pods")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the bench; 0 on success, 1 when ``--check-targets`` finds a miss."""
+    args = parse(argv)
+    args.state_dir = args.state_dir.resolve()
+    result = asyncio.run(run(args))
+    print(report.render_table(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+        say(f"wrote {args.json}")
+    if args.compare:
+        old = json.loads(args.compare.read_text())
+        print(f"\ncompared with {args.compare} ({old.get('scenario', {}).get('name', '?')}):")
+        print(report.render_comparison(report.compare(old, result)))
+    if args.profile:
+        _print_profile(args.profile)
+    missed = [t for t in result["targets"] if not t["met"]]
+    if args.check_targets and missed:
+        say("targets missed: " + ", ".join(t["name"] for t in missed))
+        return 1
+    return 0
+
+
+def _print_profile(path: Path, top: int = 30) -> None:
+    import pstats
+
+    if not path.exists():
+        say(f"no profile at {path} (did the controller exit cleanly?)")
+        return
+    stats = pstats.Stats(str(path), stream=sys.stderr)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

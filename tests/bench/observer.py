@@ -1,0 +1,245 @@
+"""The bench's own watches: when pods became countable and when specs completed.
+
+The latency the product promises is measured from outside the controller,
+on the API server's watch streams, as a training pod would feel it:
+
+- a pod watch (the controller's label selector, the bench's namespace) notes
+  the monotonic time each member's current pod is first seen Running with an
+  IP and not being deleted (the contract's "member counts", minus devices,
+  which the bench sets at creation). Members are slots ``<job>/<index>`` read
+  from Volcano's labels, so a replacement pod with another name takes its
+  predecessor's place;
+- a ConfigMap watch (the controller's managed label) notes each
+  ``cluster.json`` whose ``status`` is ``completed`` with an epoch not seen
+  completed before. At that moment the job's latency is
+  ``completed_at - max(running_at of its members)``, taken only when every
+  member's current incarnation (uid) was seen Running first. The two watch
+  streams are not ordered with each other: a completion that arrives before
+  the bench saw its last member running has no latency (``None``; counted
+  as ``unmeasured`` in the result), rather than a made-up one.
+
+Both watches run on the bench's single event loop, and times are taken as
+each event is decoded, so the two streams are compared on one clock with
+no thread hand-off. The handlers only record; waiting for conditions is
+done by polling (:meth:`Observer.wait`), which keeps each event cheap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes_asyncio.client import ApiClient
+
+from model.keys import MANAGED_LABEL, MANAGED_VALUE, VOLCANO_JOB_NAME, VOLCANO_TASK_INDEX
+from ranktable.clusterspec import CLUSTER_FILE, STATUS_COMPLETED
+from ringcontroller import kube
+from tests.bench.load import slot_key
+
+Json = dict[str, Any]
+
+__all__ = ["Completion", "Observer", "PodSeen"]
+
+
+@dataclass
+class PodSeen:
+    """The current pod of a member slot and when it first counted."""
+
+    uid: str
+    running_at: float | None = None
+
+
+def _slot(meta: Json) -> str:
+    labels = meta.get("labels") or {}
+    job, index = labels.get(VOLCANO_JOB_NAME), labels.get(VOLCANO_TASK_INDEX)
+    return slot_key(str(job), str(index)) if job is not None and index is not None else str(meta.get("name", ""))
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A spec seen completed: which ConfigMap, epoch, when, and the latency if known."""
+
+    configmap: str
+    epoch: int
+    at: float
+    latency_s: float | None
+    phase: str
+    size: int
+
+
+@dataclass
+class Observer:
+    """Watches pods and managed ConfigMaps of ``namespace``; see the module doc.
+
+    Protocol: register each job's member pod names with :meth:`expect`
+    before creating them; ``start`` before creating anything (it lists, then
+    watches from the list's version, so nothing is missed); ``stop`` at the end.
+    ``phase`` labels the completions recorded from now on.
+    """
+
+    api: ApiClient
+    namespace: str
+    label_selector: str
+    phase: str = "initial"
+    pods: dict[str, PodSeen] = field(default_factory=dict)  # slot -> its current pod
+    members: dict[str, list[str]] = field(default_factory=dict)  # configmap -> slots
+    completions: list[Completion] = field(default_factory=list)
+    completed_epoch: dict[str, int] = field(default_factory=dict)  # configmap -> last completed epoch
+    status: dict[str, str] = field(default_factory=dict)  # configmap -> current status
+    sizes: dict[str, int] = field(default_factory=dict)  # configmap -> bytes of data, latest
+    pod_events: int = 0
+    configmap_events: int = 0
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _synced: int = 0
+
+    def expect(self, configmap: str, slots: list[str]) -> None:
+        """Register the member slots whose readiness a ConfigMap's completion waits for."""
+        self.members[configmap] = slots
+
+    async def start(self) -> None:
+        """Start both watches; returns once both have listed."""
+        self._tasks = [
+            asyncio.create_task(self._watch(kube.PODS, self.label_selector, self._on_pod), name="observe-pods"),
+            asyncio.create_task(
+                self._watch(kube.CONFIGMAPS, f"{MANAGED_LABEL}={MANAGED_VALUE}", self._on_configmap),
+                name="observe-configmaps",
+            ),
+        ]
+        while self._synced < 2:
+            for task in self._tasks:
+                if task.done():
+                    task.result()  # raises what stopped it
+            await asyncio.sleep(0.02)
+
+    async def stop(self) -> None:
+        """Cancel the watches."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping
+                pass
+
+    def running(self, slots: list[str] | None = None) -> int:
+        """How many of ``slots`` (default: every slot seen) have a counting pod now."""
+        if slots is None:
+            return sum(1 for p in self.pods.values() if p.running_at is not None)
+        return sum(1 for n in slots if (p := self.pods.get(n)) is not None and p.running_at is not None)
+
+    def completed(self, configmaps: list[str] | None = None) -> int:
+        """How many of ``configmaps`` (default: all expected) show a completed spec now."""
+        names = list(self.members) if configmaps is None else configmaps
+        return sum(1 for n in names if self.status.get(n) == STATUS_COMPLETED)
+
+    async def wait(
+        self,
+        done: Callable[[], bool],
+        *,
+        timeout: float,
+        what: str,
+        progress: Callable[[], str],
+        interval: float = 0.05,
+    ) -> float:
+        """Poll ``done`` until true; returns the seconds waited.
+
+        Prints ``progress()`` to stderr every few seconds; raises
+        TimeoutError after ``timeout`` seconds, and whatever stopped a watch.
+        """
+        started = last = time.monotonic()
+        while not done():
+            for task in self._tasks:
+                if task.done():
+                    task.result()
+                    raise RuntimeError(f"{task.get_name()} ended")
+            now = time.monotonic()
+            if now - started > timeout:
+                raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}: {progress()}")
+            if now - last >= 5:
+                last = now
+                print(f"bench: waiting for {what} ({now - started:.0f}s): {progress()}", file=sys.stderr, flush=True)
+            await asyncio.sleep(interval)
+        return time.monotonic() - started
+
+    # -- the watches -------------------------------------------------------
+
+    async def _watch(self, resource: kube.Resource, selector: str, handle: Callable[[str, Json, float], None]) -> None:
+        path = resource.path(self.namespace)
+        listed = await kube.get_json(self.api, path, verb="list", query=[("labelSelector", selector)])
+        now = time.monotonic()
+        for item in listed.get("items") or ():
+            handle("ADDED", item, now)
+        version = str((listed.get("metadata") or {}).get("resourceVersion") or "")
+        self._synced += 1
+        while True:
+            query = [
+                ("labelSelector", selector),
+                ("watch", "true"),
+                ("allowWatchBookmarks", "true"),
+                ("resourceVersion", version),
+                ("timeoutSeconds", "600"),
+            ]
+            async with kube.open_watch(self.api, path, query=query, idle_timeout=150.0) as events:
+                async for event in events:
+                    now = time.monotonic()
+                    obj = event.get("object") or {}
+                    kind = event.get("type")
+                    if kind == "ERROR":
+                        raise kube.ApiStatusError.from_status(obj)
+                    if kind in ("ADDED", "MODIFIED", "DELETED"):
+                        handle(kind, obj, now)
+                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+
+    def _on_pod(self, kind: str, obj: Json, now: float) -> None:
+        self.pod_events += 1
+        meta = obj.get("metadata") or {}
+        slot, uid = _slot(meta), str(meta.get("uid", ""))
+        seen = self.pods.get(slot)
+        if kind == "DELETED":
+            if seen is not None and seen.uid == uid:
+                del self.pods[slot]
+            return
+        if meta.get("deletionTimestamp") and (seen is None or seen.uid != uid):
+            return  # a predecessor on its way out: never the slot's current pod
+        if seen is None or seen.uid != uid:
+            seen = self.pods[slot] = PodSeen(uid=uid)
+        status = obj.get("status") or {}
+        if (
+            seen.running_at is None
+            and status.get("phase") == "Running"
+            and status.get("podIP")
+            and not meta.get("deletionTimestamp")
+        ):
+            seen.running_at = now
+
+    def _on_configmap(self, kind: str, obj: Json, now: float) -> None:
+        self.configmap_events += 1
+        name = str((obj.get("metadata") or {}).get("name", ""))
+        if kind == "DELETED":
+            self.status.pop(name, None)
+            return
+        data = obj.get("data") or {}
+        self.sizes[name] = sum(len(k) + len(str(v).encode()) for k, v in data.items())
+        try:
+            spec = json.loads(data.get(CLUSTER_FILE) or "{}")
+        except ValueError:
+            return
+        status, epoch = str(spec.get("status", "")), int(spec.get("epoch", 0))
+        self.status[name] = status
+        if status != STATUS_COMPLETED or self.completed_epoch.get(name) == epoch:
+            return
+        self.completed_epoch[name] = epoch
+        latency: float | None = None
+        members = self.members.get(name)
+        if members:
+            times = [p.running_at for n in members if (p := self.pods.get(n)) is not None]
+            if len(times) == len(members) and all(t is not None for t in times):
+                latency = now - max(t for t in times if t is not None)
+        self.completions.append(
+            Completion(configmap=name, epoch=epoch, at=now, latency_s=latency, phase=self.phase, size=self.sizes[name])
+        )

@@ -1,0 +1,191 @@
+"""The bench's output: the JSON interface, the targets, the human table, the comparison.
+
+The JSON keys named in issue 6 are an interface (dashboards and
+``--compare`` read them) and stay stable: ``latency_ms`` {``p50``, ``p90``,
+``p99``, ``max``}, ``controller_cpu_s``, ``controller_rss_mb``,
+``rss_per_pod_kib``, ``configmap_writes_per_job``, ``api_requests`` (by
+verb), ``events_per_s``. Everything else (``scenario``, ``events``,
+``spec``, ``timings_s``, ``machine``, ``targets``, ...) is context that may
+grow. A figure that was not measured in a run is ``null``, never 0.
+
+Pure functions on plain dicts: unit-tested in ``tests/bench/test_report.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+Json = dict[str, Any]
+
+__all__ = ["SCHEMA_VERSION", "Target", "compare", "evaluate_targets", "flatten", "render_comparison", "render_table"]
+
+SCHEMA_VERSION = 1
+
+#: Below this many pods the two RSS samples are too close for a slope.
+MIN_PODS_FOR_SLOPE = 400
+
+
+@dataclass(frozen=True)
+class Target:
+    """One target of issue 6: ``value`` must be ``op`` (``<=`` or ``>=``) ``limit``."""
+
+    name: str
+    value: float | None
+    op: str
+    limit: float
+
+    @property
+    def met(self) -> bool:
+        """False when the figure is missing or on the wrong side of the limit."""
+        if self.value is None or (isinstance(self.value, float) and math.isnan(self.value)):
+            return False
+        return self.value <= self.limit if self.op == "<=" else self.value >= self.limit
+
+    def as_json(self) -> Json:
+        return {"name": self.name, "value": self.value, "op": self.op, "limit": self.limit, "met": self.met}
+
+
+def evaluate_targets(result: Json) -> list[Target]:
+    """The targets that apply to ``result``'s scenario, evaluated.
+
+    - every run: each job's spec completed, peak controller RSS at most 150 MB;
+    - no devices: p99 latency at most 100 ms, at most 2 ConfigMap writes per
+      job (create + completed; counted before any churn);
+    - at least ``MIN_PODS_FOR_SLOPE`` pods, no devices: at most 4 KiB per
+      tracked pod (a device pod also holds its annotation and parsed devices,
+      and the slope of a single big NPU job includes rendering its spec);
+    - devices: the spec fits the ConfigMap limit;
+    - churn: at least 1,000 pod events per second handled.
+    """
+    scenario = result["scenario"]
+    total = scenario["jobs"] * scenario["pods"]
+    targets = [
+        Target("jobs_completed", float(result["spec"]["completed_jobs"]), ">=", float(scenario["jobs"])),
+        Target("controller_rss_mb", result.get("controller_rss_mb"), "<=", 150.0),
+    ]
+    if not scenario.get("devices"):
+        targets.append(Target("latency_ms.p99", (result.get("latency_ms") or {}).get("p99"), "<=", 100.0))
+        targets.append(Target("configmap_writes_per_job", result.get("configmap_writes_per_job"), "<=", 2.0))
+    else:
+        targets.append(Target("spec.max_bytes", float(result["spec"]["max_bytes"]), "<=", float(result["spec"]["limit_bytes"])))
+    if total >= MIN_PODS_FOR_SLOPE and not scenario.get("devices"):
+        targets.append(Target("rss_per_pod_kib", result.get("rss_per_pod_kib"), "<=", 4.0))
+    if scenario.get("churn_s"):
+        targets.append(Target("events_per_s", result.get("events_per_s"), ">=", 1000.0))
+    return targets
+
+
+def flatten(doc: Json, prefix: str = "") -> Iterator[tuple[str, float]]:
+    """Numeric leaves of ``doc`` as (dotted path, value); lists and strings are skipped."""
+    for key, value in doc.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, (int, float)):
+            yield path, float(value)
+        elif isinstance(value, dict):
+            yield from flatten(value, path + ".")
+
+
+#: Leaves compared by ``--compare``: the interface keys and the context worth a delta.
+COMPARED_PREFIXES = (
+    "latency_ms.",
+    "controller_cpu_s",
+    "controller_rss_mb",
+    "rss_per_pod_kib",
+    "configmap_writes_per_job",
+    "api_requests.",
+    "events_per_s",
+    "events.",
+    "spec.max_bytes",
+    "controller_latency_mean_ms",
+    "controller_queue.",
+    "timings_s.",
+    "cpu_s.",
+    "apiserver_ms.",
+)
+
+
+def compare(old: Json, new: Json) -> list[tuple[str, float | None, float | None, str]]:
+    """Rows (key, old, new, change) for every compared figure present in either run."""
+    a = dict(flatten(old))
+    b = dict(flatten(new))
+    keys = [k for k in dict.fromkeys([*a, *b]) if k.startswith(COMPARED_PREFIXES)]
+    rows = []
+    for key in keys:
+        x, y = a.get(key), b.get(key)
+        if x is None or y is None:
+            change = "new" if x is None else "gone"
+        elif x == 0:
+            change = "=" if y == 0 else f"{y - x:+.4g}"
+        else:
+            change = f"{y - x:+.4g} ({(y - x) / abs(x) * 100:+.1f}%)"
+        rows.append((key, x, y, change))
+    return rows
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.0f}"
+    return str(value)
+
+
+def render_table(result: Json) -> str:
+    """The human summary of one run (stdout)."""
+    s = result["scenario"]
+    lines = [
+        f"scenario {s['name']}: {s['jobs']} job(s) x {s['pods']} pods"
+        + (f", {s['devices']} devices each" if s.get("devices") else "")
+        + (f", churn ({s.get('churn_mode')}) {s['churn_s']}s" if s.get("churn_s") else "")
+        + (f", created at {s['create_qps']:g}/s" if s.get("create_qps") else ""),
+        f"machine: {result['machine']['cpus']} cpus, load average {result['machine']['load_avg_start']} at start,"
+        f" {result['machine']['load_avg_end']} at end",
+    ]
+    lat = result.get("latency_ms") or {}
+    rows: list[tuple[str, Any]] = [
+        ("latency_ms p50/p90/p99/max", "/".join(_fmt(lat.get(k)) for k in ("p50", "p90", "p99", "max"))),
+        ("latency samples (unmeasured)", f"{_fmt(lat.get('count'))} ({_fmt(lat.get('unmeasured'))})"),
+        ("controller latency mean (ms)", result.get("controller_latency_mean_ms")),
+        ("controller queue wait / sync mean (ms)", "/".join(_fmt((result.get("controller_queue") or {}).get(k)) for k in ("wait_mean_ms", "sync_mean_ms"))),
+        ("controller syncs (queue adds)", f"{_fmt((result.get('controller_queue') or {}).get('syncs'))} ({_fmt((result.get('controller_queue') or {}).get('adds'))})"),
+        ("controller_cpu_s", result.get("controller_cpu_s")),
+        ("controller_rss_mb (peak)", result.get("controller_rss_mb")),
+        ("rss_per_pod_kib", result.get("rss_per_pod_kib")),
+        ("configmap_writes_per_job", result.get("configmap_writes_per_job")),
+        ("api_requests", ", ".join(f"{k}={_fmt(v)}" for k, v in sorted((result.get("api_requests") or {}).items()))),
+        ("spec max bytes / limit", f"{_fmt(result['spec']['max_bytes'])} / {_fmt(result['spec']['limit_bytes'])}"),
+        ("jobs completed / SpecTooLarge", f"{result['spec']['completed_jobs']} / {result['spec']['too_large_events']}"),
+        ("events_per_s", result.get("events_per_s")),
+    ]
+    events = result.get("events")
+    if events:
+        rows += [
+            ("events handled (source)", f"{_fmt(events.get('handled'))} in {_fmt(events.get('seconds'))}s ({events.get('source')})"),
+            ("events per controller cpu-s", events.get("per_cpu_s")),
+            ("cpu use during churn (cores)", ", ".join(f"{k}={_fmt(v)}" for k, v in (events.get("cpu_util") or {}).items())),
+            ("pods churned (restored after)", f"{_fmt(events.get('replaced'))} ({_fmt(events.get('restored'))})"),
+            ("re-completion latency p50/p99 (ms)", "/".join(_fmt((events.get("latency_ms") or {}).get(k)) for k in ("p50", "p99"))),
+            ("settle after churn (s)", events.get("settle_s")),
+        ]
+    rows += [(f"time {k} (s)", v) for k, v in (result.get("timings_s") or {}).items()]
+    rows.append(("cpu seconds while loading", ", ".join(f"{k}={_fmt(v)}" for k, v in (result.get("cpu_s") or {}).items())))
+    rows.append(("API server mean ms", ", ".join(f"{k}={_fmt(v)}" for k, v in (result.get("apiserver_ms") or {}).items() if v is not None)))
+    width = max(len(k) for k, _ in rows)
+    lines += [f"  {k:<{width}}  {_fmt(v)}" for k, v in rows]
+    lines.append("targets:")
+    for t in result.get("targets") or []:
+        lines.append(f"  {'met   ' if t['met'] else 'MISSED'} {t['name']} = {_fmt(t['value'])} (target {t['op']} {_fmt(t['limit'])})")
+    return "\n".join(lines)
+
+
+def render_comparison(rows: list[tuple[str, float | None, float | None, str]]) -> str:
+    """The ``--compare`` table."""
+    width = max([len(r[0]) for r in rows] + [6])
+    out = [f"  {'figure':<{width}}  {'old':>12}  {'new':>12}  change"]
+    out += [f"  {k:<{width}}  {_fmt(a):>12}  {_fmt(b):>12}  {c}" for k, a, b, c in rows]
+    return "\n".join(out)
