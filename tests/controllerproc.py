@@ -40,8 +40,18 @@ def controller_command() -> list[str]:
 class ControllerProcess:
     """One ``ring-controller`` process; restartable with the same flags."""
 
-    def __init__(self, *, kubeconfig: str, log_path: Path, namespace: str | None = None, extra: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        kubeconfig: str,
+        log_path: Path,
+        namespace: str | None = None,
+        extra: list[str] | None = None,
+        command: list[str] | None = None,
+    ) -> None:
+        """``command`` replaces the installed console script (e.g. the same entry point under a profiler)."""
         self.kubeconfig = kubeconfig
+        self.command = command
         self.namespace = namespace
         self.extra = list(extra or [])
         self.log_path = log_path
@@ -52,7 +62,7 @@ class ControllerProcess:
     def start(self) -> "ControllerProcess":
         """Start it (again) and wait until /readyz says its caches synced."""
         argv = [
-            *controller_command(),
+            *(self.command or controller_command()),
             "--kubeconfig", self.kubeconfig,
             "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
             "--health-probe-bind-address", f"127.0.0.1:{self.health_port}",

@@ -49,7 +49,7 @@ from ringcontroller.devcluster.cluster import COMPONENTS
 from ringcontroller.devcluster.kwok import PODS_PER_NODE
 from ringcontroller.kubeapi import RestKubeAPI
 from tests.bench import report
-from tests.bench.controller import BenchController
+from tests.controllerproc import ControllerProcess
 from tests.bench.load import JobPlan, Load, plan_jobs, slot_key
 from tests.bench.measure import Metrics, histogram_mean, parse_metrics, percentiles, proc_sample
 from tests.bench.observer import Observer
@@ -81,11 +81,11 @@ def _split(plans: list[JobPlan]) -> tuple[dict[str, range], dict[str, range]]:
     return first, second
 
 
-async def _scrape(controller: BenchController) -> Metrics:
+async def _scrape(controller: ControllerProcess) -> Metrics:
     return parse_metrics(await asyncio.to_thread(controller.metrics))
 
 
-async def _quiesce(controller: BenchController, *, timeout: float = 60.0) -> None:
+async def _quiesce(controller: ControllerProcess, *, timeout: float = 60.0) -> None:
     """Wait until the controller's queue is empty and no sync runs, twice in a row."""
     deadline = time.monotonic() + timeout
     idle = 0
@@ -161,12 +161,12 @@ async def run(args: argparse.Namespace) -> Json:
         await observer.start()
         for plan in plans:
             observer.expect(plan.configmap, plan.slots())
-        controller = BenchController(
-            kubeconfig=cluster.kubeconfig,
+        controller = ControllerProcess(
+            kubeconfig=str(cluster.kubeconfig),
             log_path=logs / f"{namespace}.log",
             namespace=namespace,
             extra=list(args.controller_arg or []),
-            profile=args.profile,
+            command=[sys.executable, "-m", "tests.bench.profiled", str(args.profile)] if args.profile else None,
         )
         await asyncio.to_thread(controller.start)
         say(f"controller pid {controller.pid} ready; log {controller.log_path}")
@@ -191,7 +191,7 @@ async def _measure(
     plans: list[JobPlan],
     load: Load,
     observer: Observer,
-    controller: BenchController,
+    controller: ControllerProcess,
     name: str,
     load_start: tuple[float, float, float],
     cluster: Cluster,
@@ -290,7 +290,7 @@ async def _measure(
     return result
 
 
-def _cpu_by_process(cluster: Cluster, controller: BenchController) -> dict[str, float]:
+def _cpu_by_process(cluster: Cluster, controller: ControllerProcess) -> dict[str, float]:
     """CPU seconds so far of the controller, each control-plane process and the bench."""
     out = {"ring-controller": proc_sample(controller.pid).cpu_s, "bench": sum(resource.getrusage(resource.RUSAGE_SELF)[:2])}
     for component in COMPONENTS:
@@ -359,7 +359,7 @@ def _too_large_bytes(events: list[Json]) -> int | None:
 
 
 async def _churn(
-    args: argparse.Namespace, *, plans: list[JobPlan], load: Load, observer: Observer, controller: BenchController, cluster: Cluster
+    args: argparse.Namespace, *, plans: list[JobPlan], load: Load, observer: Observer, controller: ControllerProcess, cluster: Cluster
 ) -> Json:
     """Churn pods for ``args.churn`` seconds; measure events handled and the settle time."""
     observer.phase = "churn"
