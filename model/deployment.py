@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from model.identity import PodIdentity
-from model.keys import ASCEND_RUNTIMES, POD_TEMPLATE_HASH
-from model.records import JobKey, JobUID, TaskSpec, WorkloadRecord, job_key
-from model.template import configmap_name, wants_devices
+from model.keys import POD_TEMPLATE_HASH
+from model.records import JobKey, JobUID, WorkloadRecord, job_key
+from model.template import task_spec
 
 Json = dict[str, Any]
 
@@ -53,14 +53,7 @@ def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord:
         uid=JobUID(meta.get("uid", "")),
         version=0,
         runtime=runtime,
-        tasks=(
-            TaskSpec(
-                name=TASK,
-                replicas=replicas,
-                configmap=configmap_name(pod_spec),
-                wants_devices=wants_devices(pod_spec) or runtime in ASCEND_RUNTIMES,
-            ),
-        ),
+        tasks=(task_spec(TASK, replicas, pod_spec, runtime=runtime),),
         indexed=False,
         error=error,
         owns_pods=False,

@@ -20,7 +20,6 @@ from typing import Any
 
 from model.identity import PodIdentity, int_or_none, meta_value
 from model.keys import (
-    ASCEND_RUNTIMES,
     JOB_COMPLETION_INDEX,
     JOBSET_GROUP,
     JOBSET_JOB_INDEX,
@@ -32,7 +31,7 @@ from model.keys import (
     TRAINER_GROUP,
 )
 from model.records import JobKey, JobUID, TaskSpec, WorkloadRecord, job_key
-from model.template import configmap_name, wants_devices
+from model.template import task_spec
 
 Json = dict[str, Any]
 
@@ -75,15 +74,7 @@ def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord:
             error = f"replicatedJob {rname}: replicas and parallelism must be non-negative integers"
             replicas, parallelism = replicas or 0, parallelism or 0
         pod_spec = ((job_spec.get("template") or {}).get("spec")) or {}
-        tasks.append(
-            TaskSpec(
-                name=rname,
-                replicas=replicas * parallelism,
-                per_job=parallelism,
-                configmap=configmap_name(pod_spec),
-                wants_devices=wants_devices(pod_spec) or runtime in ASCEND_RUNTIMES,
-            )
-        )
+        tasks.append(task_spec(rname, replicas * parallelism, pod_spec, runtime=runtime, per_job=parallelism))
     if not tasks:
         error = error or "spec.replicatedJobs is empty"
     restarts = (raw.get("status") or {}).get("restarts", 0)

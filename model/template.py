@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from model.keys import (
+    ASCEND_RUNTIMES,
     CONFIG_VOLUME_NAMES,
     DEFAULT_PORT,
     NPU_RESOURCE_PREFIX,
@@ -17,7 +18,21 @@ from model.keys import (
     PORT_NAMES,
 )
 
+from model.records import TaskSpec
+
 Json = dict[str, Any]
+
+
+def task_spec(name: str, replicas: int, pod_spec: Json, *, runtime: str, per_job: int = 1) -> TaskSpec:
+    """A task whose pods come from ``pod_spec``: its ConfigMap volume and its
+    need for devices (an NPU request, or an Ascend runtime label)."""
+    return TaskSpec(
+        name=name,
+        replicas=replicas,
+        per_job=per_job,
+        configmap=configmap_name(pod_spec),
+        wants_devices=wants_devices(pod_spec) or runtime in ASCEND_RUNTIMES,
+    )
 
 
 def _containers(spec: Json) -> list[Json]:

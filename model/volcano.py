@@ -15,7 +15,6 @@ from typing import Any
 
 from model.identity import PodIdentity, int_or_none, meta_value
 from model.keys import (
-    ASCEND_RUNTIMES,
     VOLCANO_GROUP,
     VOLCANO_JOB_NAME,
     VOLCANO_JOB_VERSION,
@@ -24,7 +23,7 @@ from model.keys import (
     VOLCANO_VERSION,
 )
 from model.records import JobKey, JobUID, TaskSpec, WorkloadRecord, job_key
-from model.template import configmap_name, wants_devices
+from model.template import task_spec
 
 Json = dict[str, Any]
 
@@ -55,14 +54,7 @@ def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord:
             error = f"task {task_name}: replicas {replicas!r} is not a non-negative integer"
             replicas = 0
         pod_spec = ((task.get("template") or {}).get("spec")) or {}
-        tasks.append(
-            TaskSpec(
-                name=task_name,
-                replicas=replicas,
-                configmap=configmap_name(pod_spec),
-                wants_devices=wants_devices(pod_spec) or runtime in ASCEND_RUNTIMES,
-            )
-        )
+        tasks.append(task_spec(task_name, replicas, pod_spec, runtime=runtime))
     if len({t.name for t in tasks}) != len(tasks):
         error = "task names are not unique"
     if not tasks:
