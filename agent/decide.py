@@ -179,7 +179,7 @@ def decide(
     )
     data = {CLUSTER_FILE: spec_to_json(spec)}
     if wants_devices or any(a is not None and a.devices for *_, a in counting):
-        data[HCCL_FILE] = render_hccl(spec, version=hccl_version)
+        data[HCCL_FILE] = render_hccl(spec, version=hccl_version, validated=True)  # spec_to_json validated it
     size = sum(len(v.encode()) for v in data.values())
     if size > size_limit:
         problems.append(

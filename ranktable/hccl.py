@@ -40,15 +40,19 @@ VERSIONS: Final = ("v1", "v2")
 DEFAULT_VERSION: Final = "v2"
 
 
-def render_hccl(spec: ClusterSpec, *, version: str = DEFAULT_VERSION) -> str:
+def render_hccl(spec: ClusterSpec, *, version: str = DEFAULT_VERSION, validated: bool = False) -> str:
     """The ``hccl.json`` text for ``spec`` in layout ``version`` (``"v1"`` or ``"v2"``).
 
     Deterministic, like :func:`~ranktable.clusterspec.spec_to_json`. Raises
     :class:`SpecError` if the spec is invalid, or if it is completed while a
     member lacks devices or a server id (such a table would be silently
-    wrong), and :class:`ValueError` for an unknown version.
+    wrong), and :class:`ValueError` for an unknown version. ``validated``:
+    the caller has just rendered the same spec with ``spec_to_json`` (which
+    validates it), so the full check is not repeated; the table's own checks
+    still run.
     """
-    validate_spec(spec)
+    if not validated:
+        validate_spec(spec)
     if version == "v2":
         table = hccl_v2.render(spec)
     elif version == "v1":
