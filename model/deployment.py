@@ -14,7 +14,7 @@ from typing import Any
 
 from model.identity import PodIdentity
 from model.keys import POD_TEMPLATE_HASH
-from model.records import JobKey, JobUID, WorkloadRecord, job_key
+from model.records import JobKey, WorkloadRecord, count, job_key, runtime_of, workload
 from model.template import task_spec
 
 Json = dict[str, Any]
@@ -35,22 +35,18 @@ def key_of(namespace: str, name: str) -> JobKey:
 
 def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord:
     """Reduce a Deployment to its membership (one task of ``spec.replicas``)."""
-    meta = raw.get("metadata") or {}
     spec = raw.get("spec") or {}
-    namespace, name = meta.get("namespace", ""), meta.get("name", "")
-    runtime = str((meta.get("labels") or {}).get(label_key, ""))
-    replicas = spec.get("replicas", 1)
+    runtime = runtime_of(raw, label_key)
+    replicas = count(spec.get("replicas"), default=1)
     error = None
-    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-        error, replicas = f"spec.replicas {replicas!r} is not a non-negative integer", 0
+    if replicas is None:
+        error, replicas = f"spec.replicas {spec.get('replicas')!r} is not a non-negative integer", 0
     pod_spec = ((spec.get("template") or {}).get("spec")) or {}
-    return WorkloadRecord(
-        key=key_of(namespace, name),
+    return workload(
+        raw,
+        short=SHORT,
         kind=KIND,
         api_version=API_VERSION,
-        namespace=namespace,
-        name=name,
-        uid=JobUID(meta.get("uid", "")),
         version=0,
         runtime=runtime,
         tasks=(task_spec(TASK, replicas, pod_spec, runtime=runtime),),

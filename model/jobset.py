@@ -30,7 +30,7 @@ from model.keys import (
     JOBSET_VERSION,
     TRAINER_GROUP,
 )
-from model.records import JobKey, JobUID, TaskSpec, WorkloadRecord, job_key
+from model.records import JobKey, TaskSpec, WorkloadRecord, count, job_key, runtime_of, workload
 from model.template import task_spec
 
 Json = dict[str, Any]
@@ -48,28 +48,19 @@ def key_of(namespace: str, name: str) -> JobKey:
     return job_key(SHORT, namespace, name)
 
 
-def _int(value: object, default: int) -> int | None:
-    if value is None:
-        return default
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return None
-
-
 def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord:
     """Reduce a JobSet to its membership; not ``served`` when a TrainJob owns it."""
     meta = raw.get("metadata") or {}
     served = not any(
         str(ref.get("apiVersion", "")).startswith(TRAINER_GROUP + "/") for ref in meta.get("ownerReferences") or []
     )
-    namespace, name = meta.get("namespace", ""), meta.get("name", "")
-    runtime = str((meta.get("labels") or {}).get(label_key, ""))
+    runtime = runtime_of(raw, label_key)
     tasks: list[TaskSpec] = []
     error: str | None = None
     for rjob in (raw.get("spec") or {}).get("replicatedJobs") or []:
         rname = str(rjob.get("name", ""))
         job_spec = ((rjob.get("template") or {}).get("spec")) or {}
-        replicas, parallelism = _int(rjob.get("replicas"), 1), _int(job_spec.get("parallelism"), 1)
+        replicas, parallelism = count(rjob.get("replicas"), default=1), count(job_spec.get("parallelism"), default=1)
         if replicas is None or parallelism is None:
             error = f"replicatedJob {rname}: replicas and parallelism must be non-negative integers"
             replicas, parallelism = replicas or 0, parallelism or 0
@@ -78,13 +69,11 @@ def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord:
     if not tasks:
         error = error or "spec.replicatedJobs is empty"
     restarts = (raw.get("status") or {}).get("restarts", 0)
-    return WorkloadRecord(
-        key=key_of(namespace, name),
+    return workload(
+        raw,
+        short=SHORT,
         kind=KIND,
         api_version=API_VERSION,
-        namespace=namespace,
-        name=name,
-        uid=JobUID(meta.get("uid", "")),
         version=restarts if isinstance(restarts, int) else 0,
         runtime=runtime,
         tasks=tuple(tasks),

@@ -12,7 +12,7 @@ a pod key, a workload uid is not a pod uid.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NewType
+from typing import Any, NewType
 
 from model.keys import CONFIGMAP_PREFIX
 from ranktable.clusterspec import JobRef
@@ -34,6 +34,20 @@ def job_key(short: str, namespace: str, name: str) -> JobKey:
 def object_key(namespace: str, name: str) -> ObjectKey:
     """The store key of a namespaced object."""
     return ObjectKey(f"{namespace}/{name}")
+
+
+def count(value: object, *, default: int) -> int | None:
+    """A replica count: ``default`` when absent (None), None when not a non-negative int."""
+    if value is None:
+        return default
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def runtime_of(raw: dict[str, Any], label_key: str) -> str:
+    """The selection label's value on a workload (its runtime), "" if absent."""
+    return str(((raw.get("metadata") or {}).get("labels") or {}).get(label_key, ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,3 +206,19 @@ class ConfigMapRecord:
     def key(self) -> ObjectKey:
         """The ConfigMap's store key."""
         return object_key(self.namespace, self.name)
+
+
+def workload(raw: dict[str, Any], *, short: str, kind: str, api_version: str, **fields: Any) -> WorkloadRecord:
+    """A WorkloadRecord for ``raw`` of ``kind``: identity from its metadata
+    (job key ``<short>/<namespace>/<name>``), the rest from ``fields``."""
+    meta = raw.get("metadata") or {}
+    namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+    return WorkloadRecord(
+        key=job_key(short, namespace, name),
+        kind=kind,
+        api_version=api_version,
+        namespace=namespace,
+        name=name,
+        uid=JobUID(str(meta.get("uid", ""))),
+        **fields,
+    )

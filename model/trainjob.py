@@ -18,7 +18,7 @@ from typing import Any
 
 from model import jobset
 from model.keys import ASCEND_RUNTIMES, TRAINER_GROUP, TRAINER_NODE_JOB, TRAINER_VERSION
-from model.records import JobUID, TaskSpec, WorkloadRecord
+from model.records import TaskSpec, WorkloadRecord, runtime_of, workload
 
 Json = dict[str, Any]
 
@@ -33,10 +33,8 @@ RUNTIME_PLURAL = "clustertrainingruntimes"
 
 def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord:
     """Reduce a TrainJob; ``runtime_ref`` is set when numNodes must come from its runtime."""
-    meta = raw.get("metadata") or {}
     spec = raw.get("spec") or {}
-    namespace, name = meta.get("namespace", ""), meta.get("name", "")
-    runtime = str((meta.get("labels") or {}).get(label_key, ""))
+    runtime = runtime_of(raw, label_key)
     num_nodes = (spec.get("trainer") or {}).get("numNodes")
     ref = spec.get("runtimeRef") or {}
     error: str | None = None
@@ -50,13 +48,11 @@ def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord:
     elif not isinstance(num_nodes, int) or isinstance(num_nodes, bool) or num_nodes < 1:
         error = f"spec.trainer.numNodes {num_nodes!r} is not a positive integer"
         num_nodes = 0
-    return WorkloadRecord(
-        key=jobset.key_of(namespace, name),
+    return workload(
+        raw,
+        short=jobset.SHORT,  # served under its JobSet's job key
         kind=KIND,
         api_version=API_VERSION,
-        namespace=namespace,
-        name=name,
-        uid=JobUID(meta.get("uid", "")),
         version=0,
         runtime=runtime,
         tasks=(TaskSpec(name=TRAINER_NODE_JOB, replicas=num_nodes, wants_devices=runtime in ASCEND_RUNTIMES),),

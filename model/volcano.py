@@ -22,7 +22,7 @@ from model.keys import (
     VOLCANO_TASK_SPEC,
     VOLCANO_VERSION,
 )
-from model.records import JobKey, JobUID, TaskSpec, WorkloadRecord, job_key
+from model.records import JobKey, TaskSpec, WorkloadRecord, count, job_key, runtime_of, workload
 from model.template import task_spec
 
 Json = dict[str, Any]
@@ -42,16 +42,14 @@ def key_of(namespace: str, name: str) -> JobKey:
 
 def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord:
     """Reduce a Volcano Job to its membership; a malformed spec sets ``error``."""
-    meta = raw.get("metadata") or {}
-    namespace, name = meta.get("namespace", ""), meta.get("name", "")
-    runtime = str((meta.get("labels") or {}).get(label_key, ""))
+    runtime = runtime_of(raw, label_key)
     tasks: list[TaskSpec] = []
     error: str | None = None
     for i, task in enumerate((raw.get("spec") or {}).get("tasks") or []):
         task_name = str(task.get("name") or f"default{i}")
-        replicas = task.get("replicas", 0)
-        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-            error = f"task {task_name}: replicas {replicas!r} is not a non-negative integer"
+        replicas = count(task.get("replicas"), default=0)
+        if replicas is None:
+            error = f"task {task_name}: replicas {task.get('replicas')!r} is not a non-negative integer"
             replicas = 0
         pod_spec = ((task.get("template") or {}).get("spec")) or {}
         tasks.append(task_spec(task_name, replicas, pod_spec, runtime=runtime))
@@ -60,13 +58,11 @@ def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord:
     if not tasks:
         error = error or "spec.tasks is empty"
     version = (raw.get("status") or {}).get("version", 0)
-    return WorkloadRecord(
-        key=key_of(namespace, name),
+    return workload(
+        raw,
+        short=SHORT,
         kind=KIND,
         api_version=API_VERSION,
-        namespace=namespace,
-        name=name,
-        uid=JobUID(meta.get("uid", "")),
         version=version if isinstance(version, int) else 0,
         runtime=runtime,
         tasks=tuple(tasks),
