@@ -36,10 +36,10 @@ from kubernetes import client, config, watch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ringcontroller.devcluster import ensure_up  # noqa: E402
-from ringcontroller.devcluster.volumes import ConfigMapVolume  # noqa: E402
-from tests.controllerproc import ControllerProcess, free_port  # noqa: E402
-from tests.factories import volcano_pod  # noqa: E402
+from ringdevcluster import ensure_up  # noqa: E402
+from ringdevcluster.volumes import ConfigMapVolume  # noqa: E402
+from tests.support.controllerproc import ControllerProcess, free_port  # noqa: E402
+from tests.support.factories import volcano_pod  # noqa: E402
 
 JOB_FILE = REPO / "build" / "examples" / "volcano" / "tf-cifar10.yaml"
 TRAIN = REPO / "build" / "examples" / "tensorflow" / "train.py"

@@ -18,5 +18,5 @@ if [[ ! -x .venv/bin/python ]]; then
     "$python" -m venv .venv
 fi
 step "pip install -e '.[tensorflow]' (TensorFlow is large: the first run takes a few minutes)"
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,tensorflow]'
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,tensorflow]' -e build/devcluster
 exec .venv/bin/python build/demo.py --state-dir "$RING_DEVCLUSTER_STATE" "$@"

@@ -5,14 +5,13 @@
 #   build/test.sh [pytest args...]
 #
 # Steps: create/reuse the virtualenv .venv; pip install the package with its
-# test and tensorflow extras; `ring-devcluster up` (builds the control-plane
+# test and tensorflow extras, and the dev-cluster tool (build/devcluster); `ring-devcluster up` (builds the control-plane
 # binaries from the Go module proxy on first use, cached in
 # ~/.cache/ring-devcluster, then starts or reuses the cluster whose state lives
 # in $RING_DEVCLUSTER_STATE, default .state/devcluster); a second cluster with
 # the real workload controllers, `ring-devcluster up --with
 # jobset,volcano,trainer` in $RING_DEVCLUSTER_WORKLOADS_STATE (default
-# $RING_DEVCLUSTER_STATE-workloads), for tests/integration/test_workload_controllers.py
-# and tests/e2e/test_tf_trainjob.py (those controllers act on every JobSet and
+# $RING_DEVCLUSTER_STATE-workloads), for tests/workloads/ (those controllers act on every JobSet and
 # Volcano Job, so they cannot share the cluster of the tests that play them
 # by hand; their cold build adds about 15 minutes on 2 cores); pytest over
 # tests/ (unit, integration, e2e); the import-linter layer contract.
@@ -37,9 +36,9 @@ fi
 # shellcheck disable=SC1091
 source .venv/bin/activate
 
-step "pip install -e '.[test,tensorflow]'"
+step "pip install -e '.[test,tensorflow]' -e build/devcluster (the dev-cluster tool)"
 python -m pip install --quiet --disable-pip-version-check --upgrade pip
-python -m pip install --quiet --disable-pip-version-check -e '.[test,tensorflow]'
+python -m pip install --quiet --disable-pip-version-check -e '.[test,tensorflow]' -e build/devcluster
 
 step "ring-devcluster up (state: $RING_DEVCLUSTER_STATE)"
 command -v go >/dev/null || echo "note: no 'go' on PATH; fine only if the binaries are already cached" >&2

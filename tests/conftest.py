@@ -1,6 +1,6 @@
 """Shared fixtures: one real control plane per test session, a namespace per test.
 
-The cluster comes from :func:`ringcontroller.devcluster.ensure_up`, the same
+The cluster comes from :func:`ringdevcluster.ensure_up`, the same
 code as ``ring-devcluster up``; its state directory is ``$RING_DEVCLUSTER_STATE``
 or ``<repo>/.state/devcluster``. It is left running after the session so the
 next run reuses it in well under a second; ``build/test.sh`` (or
@@ -11,8 +11,7 @@ brought up, every test that needs it ERRORS with the reason: tests never skip.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import os
+import signal
 import re
 import secrets
 import sys
@@ -21,42 +20,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ringcontroller.devcluster import Cluster, ensure_up
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def devcluster_state_dir() -> Path:
-    """The state directory the tests (and build/test.sh) use."""
-    return Path(os.environ.get("RING_DEVCLUSTER_STATE") or REPO / ".state" / "devcluster")
-
-
-@dataclasses.dataclass(frozen=True)
-class K8s:
-    """Sync Kubernetes clients for the admin user of the test cluster."""
-
-    api: client.ApiClient
-    core: client.CoreV1Api
-    apps: client.AppsV1Api
-    batch: client.BatchV1Api
-    rbac: client.RbacAuthorizationV1Api
-    custom: client.CustomObjectsApi
-
-    @classmethod
-    def from_kubeconfig(cls, path: Path) -> K8s:
-        api = config.new_client_from_config(config_file=str(path))  # type: ignore[no-untyped-call]
-        return cls(
-            api=api,
-            core=client.CoreV1Api(api),
-            apps=client.AppsV1Api(api),
-            batch=client.BatchV1Api(api),
-            rbac=client.RbacAuthorizationV1Api(api),
-            custom=client.CustomObjectsApi(api),
-        )
-
+from ringdevcluster import Cluster, ensure_up
+from tests.support.clients import K8s, devcluster_state_dir
+from tests.support.controllerproc import ControllerProcess
 
 @pytest.fixture(scope="session")
 def devcluster(pytestconfig: pytest.Config) -> Cluster:
@@ -126,3 +95,13 @@ def namespace(k8s: K8s, request: pytest.FixtureRequest) -> Iterator[str]:
     except ApiException as err:
         if err.status != 404:
             raise
+
+
+@pytest.fixture
+def controller(kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[ControllerProcess]:
+    """``ring-controller`` started on the test's namespace, ready (caches synced)."""
+    proc = ControllerProcess(kubeconfig=str(kubeconfig), namespace=namespace, log_path=tmp_path / "controller.log")
+    proc.start()
+    yield proc
+    code = proc.stop(signal.SIGTERM)
+    print(f"controller exit code {code}; log tail:\n{proc.log_tail(20)}")

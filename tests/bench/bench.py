@@ -44,12 +44,12 @@ from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
 
 from model.keys import CONFIGMAP_DATA_LIMIT, DEFAULT_LABEL_KEY
-from ringcontroller.devcluster import Cluster, ensure_up
-from ringcontroller.devcluster.cluster import COMPONENTS
-from ringcontroller.devcluster.kwok import PODS_PER_NODE
+from ringdevcluster import Cluster, ensure_up
+from ringdevcluster.cluster import COMPONENTS
+from ringdevcluster.kwok import PODS_PER_NODE
 from ringcontroller.kubeapi import RestKubeAPI
 from tests.bench import report
-from tests.controllerproc import ControllerProcess
+from tests.support.controllerproc import ControllerProcess
 from tests.bench.load import JobPlan, Load, plan_jobs, slot_key
 from tests.bench.measure import Metrics, histogram_mean, parse_metrics, percentiles, proc_sample
 from tests.bench.observer import Observer

@@ -45,7 +45,7 @@ from kubernetes_asyncio.client import ApiClient
 from agent.api import ApiError, Conflict, NotFound
 from model.keys import CONFIGMAP_PREFIX, DEFAULT_LABEL_KEY
 from ringcontroller.kubeapi import RestKubeAPI
-from tests.factories import device_annotation, pod_template, volcano_job, volcano_pod
+from tests.support.factories import device_annotation, pod_template, volcano_job, volcano_pod
 
 Json = dict[str, Any]
 

@@ -23,7 +23,7 @@ from agent.decide import decide
 from model.pod import pod_record
 from model.records import PodRecord
 from model.volcano import workload_record
-from tests.factories import device_annotation, pod_template, volcano_job, volcano_pod
+from tests.support.factories import device_annotation, pod_template, volcano_job, volcano_pod
 
 LABEL = "ring-controller.atlas"
 

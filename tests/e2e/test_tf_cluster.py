@@ -26,12 +26,12 @@ from typing import Any
 import pytest
 from kubernetes import watch
 
-from ringcontroller.devcluster.volumes import ConfigMapVolume
-from tests.controllerproc import ControllerProcess
-from tests.e2e import tfharness
-from tests.e2e.tfharness import WorkerGroup, WorkerSpec
-from tests.factories import pod_template, volcano_job
-from tests.integration.kubehelp import create_pods, create_volcano_job, read_spec, running_pods, wait_for, wait_spec
+from ringdevcluster.volumes import ConfigMapVolume
+from tests.support.controllerproc import ControllerProcess
+from tests.support import tfharness
+from tests.support.tfharness import WorkerGroup, WorkerSpec
+from tests.support.factories import pod_template, volcano_job
+from tests.support.kubehelp import create_pods, create_volcano_job, read_spec, running_pods, wait_for, wait_spec
 
 pytestmark = pytest.mark.e2e
 

@@ -30,8 +30,8 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from tests.e2e import tfharness
-from tests.e2e.tfharness import WorkerGroup, WorkerGroupError, WorkerSpec
+from tests.support import tfharness
+from tests.support.tfharness import WorkerGroup, WorkerGroupError, WorkerSpec
 
 POD_IPS = ("127.1.0.1", "127.1.0.2")
 STEPS = 8

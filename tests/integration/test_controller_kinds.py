@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.controllerproc import ControllerProcess
-from tests.factories import jobset, jobset_job, pod_template
-from tests.integration.kubehelp import running_pods, wait_for, wait_spec
+from tests.support.controllerproc import ControllerProcess
+from tests.support.factories import jobset, jobset_job, pod_template
+from tests.support.kubehelp import running_pods, wait_for, wait_spec
 
 pytestmark = pytest.mark.integration
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.controllerproc import ControllerProcess
-from tests.factories import device_annotation, pod_template, volcano_job
-from tests.integration.kubehelp import (
+from tests.support.controllerproc import ControllerProcess
+from tests.support.factories import device_annotation, pod_template, volcano_job
+from tests.support.kubehelp import (
     SpecRecorder,
     all_members,
     create_pods,

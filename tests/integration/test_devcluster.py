@@ -23,9 +23,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ringcontroller.devcluster import Cluster
-from ringcontroller.devcluster.kwok import EXIT_CODE_ANNOTATION, NODE_LABEL, POD_NETWORK
-from tests.conftest import K8s
+from ringdevcluster import Cluster
+from ringdevcluster.kwok import EXIT_CODE_ANNOTATION, NODE_LABEL, POD_NETWORK
+from tests.support.clients import K8s
 
 pytestmark = pytest.mark.integration
 

@@ -29,12 +29,12 @@ from kubernetes_asyncio import config as async_config
 from kubernetes_asyncio.client import ApiClient, Configuration
 from prometheus_client import CollectorRegistry
 
-from ringcontroller.devcluster import Cluster
+from ringdevcluster import Cluster
 from ringcontroller.kubeapi import RestKubeAPI
 from ringcontroller.leader import LeaderElector
-from tests.controllerproc import ControllerProcess
-from tests.factories import pod_template, volcano_job
-from tests.integration.kubehelp import (
+from tests.support.controllerproc import ControllerProcess
+from tests.support.factories import pod_template, volcano_job
+from tests.support.kubehelp import (
     all_members,
     create_pods,
     create_volcano_job,

@@ -28,7 +28,7 @@ from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api
 from prometheus_client import CollectorRegistry
 
 from ringcontroller import kube
-from ringcontroller.devcluster import Cluster
+from ringdevcluster import Cluster
 from ringcontroller.kube import CONFIGMAPS, Json, Resource
 from ringcontroller.reflector import Backoff, Reflector
 

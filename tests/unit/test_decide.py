@@ -13,7 +13,7 @@ from model.pod import pod_record
 from model.records import PodRecord, WorkloadRecord
 from model.volcano import workload_record
 from ranktable.clusterspec import spec_from_json
-from tests.factories import device_annotation, pod_template, volcano_job, volcano_pod
+from tests.support.factories import device_annotation, pod_template, volcano_job, volcano_pod
 
 LABEL = "ring-controller.atlas"
 

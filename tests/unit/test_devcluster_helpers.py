@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ringcontroller.devcluster import build, cluster, kwok
+from ringdevcluster import build, cluster, kwok
 
 
 @pytest.mark.parametrize(

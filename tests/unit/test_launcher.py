@@ -26,7 +26,7 @@ from ranktable.clusterspec import STATUS_INITIALIZING, ClusterSpec, PodNotInSpec
 from ranktable.hccl import render_hccl
 from ranktable.tfconfig import setup_tf_config
 from ranktable.wait import FileSource, Identity, Observation, Ready, WaitTimeout, identity_from_env, wait_for_spec
-from tests.unit.test_ranktable_clusterspec import make_spec
+from tests.support.specs import make_spec
 
 REPO = str(Path(ranktable.__file__).resolve().parent.parent)
 KEYS = ("TF_CONFIG", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RANK_TABLE_FILE", "RING_EPOCH")

@@ -9,7 +9,7 @@ from model.keys import DEFAULT_PORT
 from model.pod import pod_record
 from model.template import member_port
 from model.volcano import workload_record
-from tests.factories import pod_template, volcano_job, volcano_pod
+from tests.support.factories import pod_template, volcano_job, volcano_pod
 
 LABEL = "ring-controller.atlas"
 

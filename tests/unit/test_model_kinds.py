@@ -10,8 +10,8 @@ import pytest
 from agent.decide import decide
 from model import deployment, jobset, trainjob
 from model.pod import pod_record
-from tests.factories import jobset as make_jobset
-from tests.factories import jobset_pod
+from tests.support.factories import jobset as make_jobset
+from tests.support.factories import jobset_pod
 
 LABEL = "ring-controller.atlas"
 

@@ -1,6 +1,4 @@
 """cluster.json: canonical rendering, round trips, and every rejection rule of the parser.
-
-Also home of :func:`make_spec`, the spec builder the other ranktable tests import.
 """
 
 from __future__ import annotations
@@ -11,13 +9,11 @@ from typing import Any
 
 import pytest
 
+from tests.support.specs import JOB, make_member, make_spec, spec_dict
 from ranktable.clusterspec import (
     STATUS_COMPLETED,
     STATUS_INITIALIZING,
     ClusterSpec,
-    Device,
-    JobRef,
-    Member,
     PodNotInSpec,
     SpecError,
     member_for_pod,
@@ -25,58 +21,6 @@ from ranktable.clusterspec import (
     spec_from_json,
     spec_to_json,
 )
-
-JOB = JobRef(
-    kind="Job", api_version="batch.volcano.sh/v1alpha1", namespace="default", name="job", uid="job-uid", version=0
-)
-
-
-def make_member(rank: int, task: str, index: int, *, devices: int = 0, job: str = "job") -> Member:
-    """Member ``rank`` of task ``task``: IP 127.1.0.<rank+1>, port 2222+rank, ``devices`` NPUs."""
-    pod = f"{job}-{task}-{index}"
-    return Member(
-        rank=rank,
-        task=task,
-        role=role_for_task(task),
-        index=index,
-        pod=pod,
-        uid=f"uid-{pod}",
-        ip=f"127.1.0.{rank + 1}",
-        port=2222 + rank,
-        node="node-0",
-        host=f"192.168.0.{10 + rank}" if devices else "",
-        devices=tuple(Device(device_id=str(d), device_ip=f"192.168.{100 + d}.{rank + 1}") for d in range(devices)),
-    )
-
-
-def make_spec(
-    tasks: list[tuple[str, int]],
-    *,
-    status: str = STATUS_COMPLETED,
-    epoch: int = 1,
-    devices: int = 0,
-    present: set[int] | None = None,
-) -> ClusterSpec:
-    """A spec of ``tasks`` ([(name, replicas)], ranks in task order then index).
-
-    ``present`` keeps only those ranks (for initializing specs).
-    """
-    members = []
-    rank = 0
-    for task, replicas in tasks:
-        for index in range(replicas):
-            if present is None or rank in present:
-                members.append(make_member(rank, task, index, devices=devices))
-            rank += 1
-    return ClusterSpec(status=status, job=JOB, epoch=epoch, expected=rank, members=tuple(members))
-
-
-def spec_dict(**changes: Any) -> dict[str, Any]:
-    """The JSON object of a valid 2-worker completed spec, with top-level ``changes``."""
-    obj: dict[str, Any] = json.loads(spec_to_json(make_spec([("worker", 2)])))
-    obj.update(changes)
-    return obj
-
 
 def test_golden_text_has_the_contract_keys_and_int_types() -> None:
     spec = ClusterSpec(

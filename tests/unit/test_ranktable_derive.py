@@ -9,7 +9,7 @@ import pytest
 from ranktable.clusterspec import STATUS_INITIALIZING, PodNotInSpec, SpecError
 from ranktable.tfconfig import tf_config
 from ranktable.torchenv import torch_env
-from tests.unit.test_ranktable_clusterspec import make_spec
+from tests.support.specs import make_spec
 
 
 def addr(rank: int) -> str:

@@ -10,7 +10,7 @@ import pytest
 
 from ranktable.clusterspec import STATUS_INITIALIZING, SpecError
 from ranktable.hccl import hccl_version, read_hccl, render_hccl
-from tests.unit.test_ranktable_clusterspec import make_spec
+from tests.support.specs import make_spec
 
 TWO_BY_TWO = make_spec([("worker", 2)], devices=2)
 

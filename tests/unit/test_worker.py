@@ -21,7 +21,7 @@ from model.configmap import configmap_record
 from model.pod import pod_record
 from model.records import ConfigMapRecord, PodRecord, WorkloadRecord
 from model.volcano import workload_record
-from tests.factories import volcano_job, volcano_pod
+from tests.support.factories import volcano_job, volcano_pod
 
 Json = dict[str, Any]
 LABEL = "ring-controller.atlas"

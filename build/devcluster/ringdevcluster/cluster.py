@@ -62,9 +62,9 @@ from typing import Any
 
 import yaml
 
-from ringcontroller.devcluster import addons as addon_specs
-from ringcontroller.devcluster import build, kwok
-from ringcontroller.devcluster.pki import Pki, write_kubeconfig
+from ringdevcluster import addons as addon_specs
+from ringdevcluster import build, kwok
+from ringdevcluster.pki import Pki, write_kubeconfig
 
 __all__ = [
     "COMPONENTS",
@@ -282,7 +282,7 @@ class ComponentStatus:
 
 def _crd_documents() -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = []
-    crd_dir = resources.files("ringcontroller.devcluster").joinpath("crds")
+    crd_dir = resources.files("ringdevcluster").joinpath("crds")
     for entry in sorted(crd_dir.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".yaml"):
             docs.extend(d for d in yaml.safe_load_all(entry.read_text()) if d)

@@ -182,7 +182,7 @@ def find_source_dir(override: str | os.PathLike[str] | None = None) -> Path:
     """Locate ``build/devcluster`` (the wrapper modules).
 
     Order: ``override``, ``$RING_DEVCLUSTER_SOURCE``, then the repository that
-    holds this package (an editable install). Raises :class:`BuildError` when
+    holds this package (``build/devcluster``, beside it). Raises :class:`BuildError` when
     none holds the wrapper modules.
     """
     candidates: list[Path] = []
@@ -191,7 +191,7 @@ def find_source_dir(override: str | os.PathLike[str] | None = None) -> Path:
     env = os.environ.get("RING_DEVCLUSTER_SOURCE")
     if env:
         candidates.append(Path(env))
-    candidates.append(Path(__file__).resolve().parents[2] / "build" / "devcluster")
+    candidates.append(Path(__file__).resolve().parents[1])  # build/devcluster: this package's home
     for candidate in candidates:
         if all((candidate / m.name / "go.mod").is_file() for m in MODULES):
             return candidate

@@ -1,6 +1,6 @@
 """The ``ring-devcluster`` command: ``up``, ``status``, ``down``, ``build``.
 
-A thin layer over :mod:`ringcontroller.devcluster.cluster`: parse flags, print
+A thin layer over :mod:`ringdevcluster.cluster`: parse flags, print
 progress to stderr and the result to stdout, map failures to a message and a
 non-zero exit code (1: failed, 2: usage, 3: ``status`` found it unhealthy).
 """
@@ -13,8 +13,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ringcontroller.devcluster import addons, build, cluster
-from ringcontroller.devcluster.pki import PkiError
+from ringdevcluster import addons, build, cluster
+from ringdevcluster.pki import PkiError
 
 _EPILOG = """\
 examples:

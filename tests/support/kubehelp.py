@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
-from tests.factories import volcano_pod
+from tests.support.factories import volcano_pod
 
 T = TypeVar("T")
 Json = dict[str, Any]

@@ -33,23 +33,20 @@ from typing import Any
 
 import pytest
 
-from ringcontroller.devcluster.volumes import ConfigMapVolume
-from tests.controllerproc import ControllerProcess
-from tests.e2e import tfharness
-from tests.e2e.tfharness import WorkerGroup, WorkerSpec
-from tests.integration.kubehelp import read_spec, running_pods, wait_for, wait_spec
-from tests.integration.test_workload_controllers import (  # noqa: F401  (fixtures: the workloads cluster)
+from ringdevcluster.volumes import ConfigMapVolume
+from tests.support.controllerproc import ControllerProcess
+from tests.support import tfharness
+from tests.support.tfharness import WorkerGroup, WorkerSpec
+from tests.support.kubehelp import read_spec, running_pods, wait_for, wait_spec
+from tests.support.workloads import (
     GATE,
     TRAINER,
     Timeline,
     cluster_runtime,
     jobset_pods,
-    k8s,
-    kubeconfig,
     tensorflow_runtime,
     timeline_wait,
     trainjob,
-    workloads,
 )
 
 pytestmark = pytest.mark.e2e

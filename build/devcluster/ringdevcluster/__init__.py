@@ -8,15 +8,15 @@ their containers. Optional real workload controllers (JobSet, Volcano,
 Kubeflow Trainer: ``addons``) run next to it on request. Use the
 ``ring-devcluster`` command (``cli``) or, from Python::
 
-    from ringcontroller.devcluster import ensure_up
+    from ringdevcluster import ensure_up
     cluster = ensure_up(state_dir=".state/devcluster")
     os.environ["KUBECONFIG"] = str(cluster.kubeconfig)
     # with JobSet, Volcano and Trainer:
     ensure_up(state_dir=".state/workloads", addons=("jobset", "volcano", "trainer"))
 """
 
-from ringcontroller.devcluster.build import BuildError
-from ringcontroller.devcluster.cluster import (
+from ringdevcluster.build import BuildError
+from ringdevcluster.cluster import (
     COMPONENTS,
     DEFAULT_NODES,
     Cluster,

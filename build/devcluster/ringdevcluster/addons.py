@@ -58,7 +58,7 @@ from typing import Any
 
 import yaml
 
-from ringcontroller.devcluster.pki import Pki, write_kubeconfig
+from ringdevcluster.pki import Pki, write_kubeconfig
 
 __all__ = [
     "ADDONS",

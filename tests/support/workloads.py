@@ -1,0 +1,137 @@
+"""Workloads for the cluster that runs the real Trainer, JobSet and Volcano controllers.
+
+The example runtime and TrainJob (build/examples/trainer), their API groups, and
+a watch-based :class:`Timeline` of pods and ConfigMaps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+from kubernetes import watch
+from kubernetes.client.exceptions import ApiException
+
+from tests.support.clients import REPO
+from tests.support.kubehelp import wait_for
+
+#: The optional components this cluster runs (trainer implies jobset).
+WORKLOAD_CONTROLLERS = ("jobset", "volcano", "trainer")
+RUNTIME_EXAMPLE = REPO / "build" / "examples" / "trainer" / "tensorflow-runtime.yaml"
+TRAINJOB_EXAMPLE = REPO / "build" / "examples" / "trainer" / "trainjob.yaml"
+TRAINER = ("trainer.kubeflow.org", "v1alpha1")
+JOBSET = ("jobset.x-k8s.io", "v1alpha2")
+VOLCANO = ("batch.volcano.sh", "v1alpha1")
+
+Json = dict[str, Any]
+
+
+
+
+class Timeline:
+    """Watch receive times, in this process, of pods first Running with an IP and of the ConfigMap's states.
+
+    Both come from watches opened before the workload is created, so the
+    first completed ``cluster.json`` minus the last pod's Running is the spec
+    latency as a client would feel it (each side includes one watch delivery;
+    see :func:`timeline_wait`).
+    """
+
+    def __init__(self, k8s: Any, namespace: str) -> None:
+        self.running: dict[str, float] = {}
+        self.specs: list[tuple[float, str, Json]] = []  # (time, configmap, cluster.json)
+        self._k8s, self._ns = k8s, namespace
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._run, args=(k8s.core.list_namespaced_pod, self._on_pod), daemon=True),
+            threading.Thread(target=self._run, args=(k8s.core.list_namespaced_config_map, self._on_cm), daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _on_pod(self, pod: Any) -> None:
+        if pod.status.phase == "Running" and pod.status.pod_ip:
+            self.running.setdefault(pod.metadata.name, time.time())
+
+    def _on_cm(self, cm: Any) -> None:
+        data = cm.data or {}
+        if "cluster.json" in data:
+            self.specs.append((time.time(), cm.metadata.name, json.loads(data["cluster.json"])))
+
+    def _run(self, lister: Any, handle: Any) -> None:
+        while not self._stop.is_set():
+            w = watch.Watch()  # type: ignore[no-untyped-call]
+            try:
+                for ev in w.stream(lister, self._ns, timeout_seconds=2):  # type: ignore[no-untyped-call]
+                    handle(ev["object"])
+                    if self._stop.is_set():
+                        break
+            except Exception:  # noqa: BLE001 - keep watching until stopped
+                time.sleep(0.1)
+            finally:
+                w.stop()  # type: ignore[no-untyped-call]
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=5)
+
+
+#: Scheduling gate the e2e runtime puts on its pods (see tests/e2e/test_tf_trainjob.py).
+GATE = "ring-controller.test/port"
+
+
+def tensorflow_runtime(name: str, *, gated: bool = False) -> Json:
+    """The example ClusterTrainingRuntime (build/examples/trainer), renamed; optionally with a scheduling gate."""
+    runtime: Json = yaml.safe_load(RUNTIME_EXAMPLE.read_text())
+    runtime["metadata"]["name"] = name
+    if gated:
+        pod_spec = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+        pod_spec["schedulingGates"] = [{"name": GATE}]
+    return runtime
+
+
+def trainjob(name: str, *, runtime: str, nodes: int) -> Json:
+    """The example TrainJob (build/examples/trainer), renamed, on ``runtime`` with ``nodes`` nodes."""
+    tj: Json = yaml.safe_load(TRAINJOB_EXAMPLE.read_text())
+    tj["metadata"]["name"] = name
+    tj["spec"]["runtimeRef"]["name"] = runtime
+    tj["spec"]["trainer"]["numNodes"] = nodes
+    return tj
+
+
+@contextlib.contextmanager
+def cluster_runtime(k8s: Any, runtime: Json) -> Iterator[Json]:
+    """Create a ClusterTrainingRuntime for the block; delete it afterwards (without waiting:
+    Trainer keeps its in-use finalizer until the namespace's TrainJobs are gone)."""
+    created = k8s.custom.create_cluster_custom_object(*TRAINER, "clustertrainingruntimes", runtime)
+    try:
+        yield created
+    finally:
+        with contextlib.suppress(ApiException):
+            k8s.custom.delete_cluster_custom_object(*TRAINER, "clustertrainingruntimes", runtime["metadata"]["name"])
+
+
+def jobset_pods(k8s: Any, namespace: str, jobset: str) -> list[Any]:
+    """The live pods of JobSet ``jobset``."""
+    pods = k8s.core.list_namespaced_pod(namespace, label_selector=f"jobset.sigs.k8s.io/jobset-name={jobset}").items
+    return [p for p in pods if p.metadata.deletion_timestamp is None]
+
+
+def timeline_wait(timeline: Timeline, configmap: str, epoch: int) -> float:
+    """When the timeline saw ``configmap`` completed at ``epoch`` (waiting for the watch to catch up)."""
+    return wait_for(
+        lambda: next(
+            (t for t, name, s in timeline.specs if name == configmap and s["status"] == "completed" and s["epoch"] == epoch),
+            None,
+        ),
+        timeout=10,
+        what=f"the watch to see {configmap} completed",
+    )
+
+
