@@ -50,8 +50,6 @@ class KubeAPI(Protocol):
         """Replace at ``body.metadata.resourceVersion``; raises Conflict or NotFound."""
         ...
 
-    async def emit_event(
-        self, *, involved: Json, event_type: str, reason: str, message: str
-    ) -> None:
+    async def emit_event(self, *, involved: Json, event_type: str, reason: str, message: str) -> None:
         """Record an Event on ``involved`` (an ObjectReference); best effort."""
         ...

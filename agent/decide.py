@@ -96,7 +96,9 @@ def _slots(workload: WorkloadRecord, pods: Iterable[PodRecord]) -> list[tuple[st
         other = best.get(key)
         if other is None or _preference(pod) > _preference(other):
             best[key] = pod
-    return [(task.name, index, best.get((task.name, index))) for task in workload.tasks for index in range(task.replicas)]
+    return [
+        (task.name, index, best.get((task.name, index))) for task in workload.tasks for index in range(task.replicas)
+    ]
 
 
 #: Parsed device annotations by their text (an error as ``(reason, message)``).
@@ -183,7 +185,9 @@ def decide(
     size = sum(len(v.encode()) for v in data.values())
     if size > size_limit:
         problems.append(
-            Problem("too_large", f"spec of {expected} members is {size} bytes, over the ConfigMap limit of {size_limit}")
+            Problem(
+                "too_large", f"spec of {expected} members is {size} bytes, over the ConfigMap limit of {size_limit}"
+            )
         )
     if size > size_limit or workload.error:
         return Decision(spec=spec, data=None, ready=len(counting), problems=tuple(problems))

@@ -107,9 +107,7 @@ class JobWorker:
         try:
             base = await self._base(workload, cm)
             for _ in range(MAX_CONFLICTS):
-                decision = decide(
-                    workload, pods, previous=base.spec if base else None, hccl_version=self._hccl_version
-                )
+                decision = decide(workload, pods, previous=base.spec if base else None, hccl_version=self._hccl_version)
                 await self._report(workload, decision.problems, bound.bind(epoch=decision.spec.epoch))
                 if decision.data is None:
                     self.status = "invalid"
@@ -235,7 +233,9 @@ class JobWorker:
             f"{len(spec.members)} members, epoch {spec.epoch}",
         )
 
-    async def _report(self, workload: WorkloadRecord, problems: tuple[Problem, ...], bound: structlog.typing.FilteringBoundLogger) -> None:
+    async def _report(
+        self, workload: WorkloadRecord, problems: tuple[Problem, ...], bound: structlog.typing.FilteringBoundLogger
+    ) -> None:
         for problem in problems:
             key = (problem.reason, problem.message)
             if key in self._reported:

@@ -64,7 +64,10 @@ def pump(proc: subprocess.Popen[str], prefix: str, seen: dict[str, float], key: 
             seen.setdefault(f"{key}.first_step", time.monotonic())
         if line[:5] in ("I0000", "W0000") or "cuInit" in line or "oneDNN" in line:
             continue  # TensorFlow's start-up chatter
-        if line.startswith(("TF_CONFIG=", "step=", "strategy ready", "ring-launch", "done", "result")) or "rror" in line:
+        if (
+            line.startswith(("TF_CONFIG=", "step=", "strategy ready", "ring-launch", "done", "result"))
+            or "rror" in line
+        ):
             with _PRINT:
                 print(f"    {prefix} | {line}", flush=True)
 
@@ -88,7 +91,9 @@ def main() -> int:
     _fresh_namespace(core, ns)
 
     say("2/5 starting ring-controller")
-    ctl = ControllerProcess(kubeconfig=kubeconfig, namespace=ns, log_path=work / "controller.log", extra=["--log-format", "json"])
+    ctl = ControllerProcess(
+        kubeconfig=kubeconfig, namespace=ns, log_path=work / "controller.log", extra=["--log-format", "json"]
+    )
     ctl.start()
     say(f"    ready: metrics http://127.0.0.1:{ctl.metrics_port}/metrics, log {ctl.log_path}")
 
@@ -115,14 +120,39 @@ def main() -> int:
         for i in range(workers):
             pod = f"{name}-worker-{i}"
             volume = work / "volumes" / pod
-            volumes.append(ConfigMapVolume(kubeconfig=kubeconfig, namespace=ns, name=configmap, directory=volume).start())
+            volumes.append(
+                ConfigMapVolume(kubeconfig=kubeconfig, namespace=ns, name=configmap, directory=volume).start()
+            )
             cmd = [
-                str(Path(sys.executable).with_name("ring-launch")), "--config-dir", str(volume), "--timeout", "300", "--",
-                "sh", "-c", 'echo "TF_CONFIG=$TF_CONFIG"; exec "$@"', "sh",
-                sys.executable, str(TRAIN), "--data-dir", str(data), "--steps", str(args.steps), "--result", str(work / f"result-{i}.json"),
+                str(Path(sys.executable).with_name("ring-launch")),
+                "--config-dir",
+                str(volume),
+                "--timeout",
+                "300",
+                "--",
+                "sh",
+                "-c",
+                'echo "TF_CONFIG=$TF_CONFIG"; exec "$@"',
+                "sh",
+                sys.executable,
+                str(TRAIN),
+                "--data-dir",
+                str(data),
+                "--steps",
+                str(args.steps),
+                "--result",
+                str(work / f"result-{i}.json"),
             ]
-            env = {**os.environ, "POD_NAME": pod, "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(REPO)}
-            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            env = {
+                **os.environ,
+                "POD_NAME": pod,
+                "PYTHONUNBUFFERED": "1",
+                "TF_CPP_MIN_LOG_LEVEL": "2",
+                "PYTHONPATH": str(REPO),
+            }
+            proc = subprocess.Popen(
+                cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+            )
             procs.append(proc)
             threading.Thread(target=pump, args=(proc, f"worker-{i}", seen, f"w{i}"), daemon=True).start()
 
@@ -154,7 +184,9 @@ def main() -> int:
             return 1
         results = [json.loads((work / f"result-{i}.json").read_text()) for i in range(workers)]
         same = len({r["weights_sha256"] for r in results}) == 1
-        say(f"    workers exited {codes}; final loss {results[0]['losses'][-1]:.4f}; identical weights on all workers: {same}")
+        say(
+            f"    workers exited {codes}; final loss {results[0]['losses'][-1]:.4f}; identical weights on all workers: {same}"
+        )
         _summary(seen, workers)
         return 0 if all(c == 0 for c in codes) and same else 1
     finally:
@@ -166,8 +198,10 @@ def main() -> int:
         ctl.stop()
         if not args.keep:
             core.delete_namespace(ns)
-        say(f"cleaned up (namespace {ns} {'kept' if args.keep else 'deleted'}); the cluster stays up: "
-            f"ring-devcluster down --state-dir {args.state_dir}")
+        say(
+            f"cleaned up (namespace {ns} {'kept' if args.keep else 'deleted'}); the cluster stays up: "
+            f"ring-devcluster down --state-dir {args.state_dir}"
+        )
 
 
 def _fresh_namespace(core: client.CoreV1Api, ns: str) -> None:
@@ -178,13 +212,19 @@ def _fresh_namespace(core: client.CoreV1Api, ns: str) -> None:
         if e.status != 404:
             raise
     core.create_namespace({"metadata": {"name": ns}})
-    _wait(lambda: any(sa.metadata.name == "default" for sa in core.list_namespaced_service_account(ns).items), 30, "the default ServiceAccount")
+    _wait(
+        lambda: any(sa.metadata.name == "default" for sa in core.list_namespaced_service_account(ns).items),
+        30,
+        "the default ServiceAccount",
+    )
 
 
 def _watch_spec(core: client.CoreV1Api, ns: str, name: str, seen: dict[str, float]) -> None:
     last = None
     w = watch.Watch()
-    for ev in w.stream(core.list_namespaced_config_map, ns, field_selector=f"metadata.name={name}", timeout_seconds=600):
+    for ev in w.stream(
+        core.list_namespaced_config_map, ns, field_selector=f"metadata.name={name}", timeout_seconds=600
+    ):
         data = ev["object"].data or {}
         if "cluster.json" not in data:
             continue
@@ -192,7 +232,9 @@ def _watch_spec(core: client.CoreV1Api, ns: str, name: str, seen: dict[str, floa
         state = (spec["status"], spec["epoch"])
         if state != last:
             last = state
-            say(f"    ConfigMap {name}: status={spec['status']} epoch={spec['epoch']} members={len(spec['members'])}/{spec['expected']}")
+            say(
+                f"    ConfigMap {name}: status={spec['status']} epoch={spec['epoch']} members={len(spec['members'])}/{spec['expected']}"
+            )
             if spec["status"] == "completed":
                 seen.setdefault("completed", time.monotonic())
 
@@ -216,7 +258,10 @@ def _summary(seen: dict[str, float], workers: int) -> None:
     for i in range(workers):
         tf = seen.get(f"w{i}.tf_config")
         step = seen.get(f"w{i}.first_step")
-        print(f"  worker-{i}: TF_CONFIG set {tf - t if tf else float('nan'):7.2f}   first step {step - t if step else float('nan'):7.2f}", flush=True)
+        print(
+            f"  worker-{i}: TF_CONFIG set {tf - t if tf else float('nan'):7.2f}   first step {step - t if step else float('nan'):7.2f}",
+            flush=True,
+        )
     print(f"  total demo time                    {time.monotonic() - T0:7.2f}", flush=True)
 
 

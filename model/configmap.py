@@ -26,7 +26,12 @@ def configmap_record(raw: Json) -> ConfigMapRecord:
 
 
 def configmap_body(
-    *, namespace: str, name: str, job: JobKey, owner: dict[str, object], data: dict[str, str],
+    *,
+    namespace: str,
+    name: str,
+    job: JobKey,
+    owner: dict[str, object],
+    data: dict[str, str],
     resource_version: str | None = None,
 ) -> Json:
     """The full ConfigMap the controller writes (create, or replace at ``resource_version``)."""

@@ -95,4 +95,3 @@ def identify(meta: Json) -> PodIdentity | None:
         owner_uid=meta_value(meta, JOBSET_UID),  # the pod's owner is a Job: JobSet's uid label
         job_index=int_or_none(meta_value(meta, JOBSET_JOB_INDEX)) or 0,
     )
-

@@ -17,7 +17,6 @@ from model.keys import (
     PORT_ENV,
     PORT_NAMES,
 )
-
 from model.records import TaskSpec
 
 Json = dict[str, Any]

@@ -113,7 +113,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--namespace", default=None, help="API mode: namespace (default: $POD_NAMESPACE, else the service account's)"
     )
-    parser.add_argument("--configmap", default=None, help="API mode: ConfigMap name (default: $RING_CONFIGMAP, else rings-config-$RING_JOB_NAME)")
+    parser.add_argument(
+        "--configmap",
+        default=None,
+        help="API mode: ConfigMap name (default: $RING_CONFIGMAP, else rings-config-$RING_JOB_NAME)",
+    )
     parser.add_argument(
         "--kubeconfig", default=None, help="API mode: kubeconfig file (default: in-cluster, else $KUBECONFIG)"
     )

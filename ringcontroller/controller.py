@@ -36,9 +36,9 @@ watch connections.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 import contextlib
 import time
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -46,9 +46,9 @@ import structlog
 from kubernetes_asyncio.client import ApiClient
 
 from agent.agent import Agent
+from model import trainjob
 from model.configmap import configmap_record
 from model.keys import MANAGED_LABEL, MANAGED_VALUE
-from model import trainjob
 from model.kinds import KINDS
 from model.pod import pod_record
 from model.records import ConfigMapRecord, JobKey, PodRecord, WorkloadRecord
@@ -83,7 +83,10 @@ class Controller:
         self.queue: WorkQueue[JobKey] = WorkQueue(QUEUE_NAME, registry=REGISTRY)
         requests = client_metrics(REGISTRY).api_requests
         self.kube_api = RestKubeAPI(
-            api, on_request=lambda method, code: requests.labels(_VERBS.get(method, method.lower()), str(code) if code else "<error>").inc()
+            api,
+            on_request=lambda method, code: requests.labels(
+                _VERBS.get(method, method.lower()), str(code) if code else "<error>"
+            ).inc(),
         )
         ns = options.namespace
         self.workloads: dict[str, Reflector[WorkloadRecord]] = {
@@ -200,7 +203,9 @@ class Controller:
             return served
         nodes = self.runtimes.store.get(served.runtime_ref) if self.runtimes else None
         if nodes is None:
-            return replace(served, error=f"ClusterTrainingRuntime {served.runtime_ref} not found or without spec.mlPolicy.numNodes")
+            return replace(
+                served, error=f"ClusterTrainingRuntime {served.runtime_ref} not found or without spec.mlPolicy.numNodes"
+            )
         return replace(served, tasks=tuple(replace(t, replicas=nodes) for t in served.tasks))
 
     # Lifecycle. -------------------------------------------------------------------
@@ -244,7 +249,12 @@ class Controller:
         for kind in KINDS:
             if kind.plural not in served.get(f"{kind.group}/{kind.version}", set()):
                 del self.workloads[kind.short]
-                log.warning("kind.unavailable", kind=kind.kind, api_version=kind.api_version, hint="its CRD is not installed; restart after installing it")
+                log.warning(
+                    "kind.unavailable",
+                    kind=kind.kind,
+                    api_version=kind.api_version,
+                    hint="its CRD is not installed; restart after installing it",
+                )
         if trainjob.RUNTIME_PLURAL not in served.get(f"{trainjob.GROUP}/{trainjob.VERSION}", set()):
             self.runtimes = None
 
@@ -326,7 +336,9 @@ class Controller:
         self._stopped = True
         if self._workers and drain:
             drained = asyncio.ensure_future(self.queue.shutdown_with_drain())
-            done, _ = await asyncio.wait({drained, *([abort] if abort else [])}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                {drained, *([abort] if abort else [])}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
             if drained not in done:
                 drained.cancel()
                 self.queue.shutdown()
@@ -339,4 +351,3 @@ class Controller:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         log.info("controller.stopped")
-

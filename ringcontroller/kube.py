@@ -14,7 +14,6 @@ response arrived.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
@@ -159,7 +158,7 @@ async def get_json(
             body = await response.read()
         finally:
             response.release()
-    except (aiohttp.ClientError, asyncio.TimeoutError):
+    except (TimeoutError, aiohttp.ClientError):
         _count(registry, verb, "<error>")
         raise
     _count(registry, verb, str(response.status))
@@ -193,7 +192,7 @@ async def open_watch(
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT, sock_read=idle_timeout)
     try:
         response = await _get(api, path, query, timeout)
-    except (aiohttp.ClientError, asyncio.TimeoutError):
+    except (TimeoutError, aiohttp.ClientError):
         _count(registry, "watch", "<error>")
         raise
     try:

@@ -39,7 +39,9 @@ class RestKubeAPI:
         self._on_request = on_request
         self._instance = os.environ.get("POD_NAME") or socket.gethostname()
 
-    async def request(self, method: str, path: str, *, body: Json | None = None, query: list[tuple[str, str]] | None = None) -> Json:
+    async def request(
+        self, method: str, path: str, *, body: Json | None = None, query: list[tuple[str, str]] | None = None
+    ) -> Json:
         """One JSON request; returns the body or raises ApiError/Conflict/NotFound."""
         status = 0
         try:
@@ -88,7 +90,7 @@ class RestKubeAPI:
 
     async def emit_event(self, *, involved: Json, event_type: str, reason: str, message: str) -> None:
         """Create a core/v1 Event on ``involved``; failures are logged, not raised."""
-        now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         namespace = involved["namespace"]
         body = {
             "apiVersion": "v1",

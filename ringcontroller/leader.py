@@ -97,11 +97,11 @@ class RequestFunc(Protocol):
 
 def micro_time(when: dt.datetime) -> str:
     """A UTC instant as Kubernetes ``MicroTime`` (``2025-01-02T03:04:05.123456Z``)."""
-    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,7 +92,9 @@ async def _first(main: Awaitable[Any], *interrupts: asyncio.Task[Any]) -> bool:
     return False
 
 
-async def serve(controller: Controller, elector: LeaderElector | None, stop: asyncio.Event, *, shutdown_timeout: float) -> int:
+async def serve(
+    controller: Controller, elector: LeaderElector | None, stop: asyncio.Event, *, shutdown_timeout: float
+) -> int:
     """Run informers, the campaign and the workers until stopped or the lease is lost.
 
     ``shutdown_timeout`` bounds the drain; keep it within the renew deadline,

@@ -16,7 +16,8 @@ component that takes an optional ``registry``.
 from __future__ import annotations
 
 import weakref
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from prometheus_client import (
     CollectorRegistry,

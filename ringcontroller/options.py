@@ -70,23 +70,60 @@ def parser() -> argparse.ArgumentParser:
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--kubeconfig", help="kubeconfig file; default: in-cluster config, then $KUBECONFIG, then ~/.kube/config")
+    p.add_argument(
+        "--kubeconfig", help="kubeconfig file; default: in-cluster config, then $KUBECONFIG, then ~/.kube/config"
+    )
     p.add_argument("--namespace", default=None, help="watch only this namespace (default: all namespaces)")
-    p.add_argument("--label-key", default=DEFAULT_LABEL_KEY, help="label selecting workloads and pods; its value names the runtime")
-    p.add_argument("--workers", type=int, default=16, help="jobs synced concurrently (cheap asyncio tasks; more keep a burst of completions from queueing behind each other's writes)")
-    p.add_argument("--ranktable-version", choices=("v1", "v2"), default="v2", help="HCCL rank table format of hccl.json")
+    p.add_argument(
+        "--label-key", default=DEFAULT_LABEL_KEY, help="label selecting workloads and pods; its value names the runtime"
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=16,
+        help="jobs synced concurrently (cheap asyncio tasks; more keep a burst of completions from queueing behind each other's writes)",
+    )
+    p.add_argument(
+        "--ranktable-version", choices=("v1", "v2"), default="v2", help="HCCL rank table format of hccl.json"
+    )
     p.add_argument("--default-port", type=int, default=DEFAULT_PORT, help="member port when the pod names none")
     p.add_argument("--metrics-bind-address", default=":8080", help="address of /metrics; '0' disables")
     p.add_argument("--health-probe-bind-address", default=":8081", help="address of /healthz and /readyz; '0' disables")
     p.add_argument("--leader-elect", action="store_true", help="run leader election; only the leader writes")
-    p.add_argument("--leader-election-namespace", default="", help="namespace of the Lease (default: the pod's namespace, else 'default')")
+    p.add_argument(
+        "--leader-election-namespace",
+        default="",
+        help="namespace of the Lease (default: the pod's namespace, else 'default')",
+    )
     p.add_argument("--leader-election-id", default="ring-controller", help="name of the Lease")
-    p.add_argument("--leader-elect-lease-duration", dest="lease_duration", type=duration, default=15.0, help="how long a lease is valid without renewal")
-    p.add_argument("--leader-elect-renew-deadline", dest="renew_deadline", type=duration, default=10.0, help="how long the leader retries renewing before it gives up")
-    p.add_argument("--leader-elect-retry-period", dest="retry_period", type=duration, default=2.0, help="interval between acquire/renew attempts")
+    p.add_argument(
+        "--leader-elect-lease-duration",
+        dest="lease_duration",
+        type=duration,
+        default=15.0,
+        help="how long a lease is valid without renewal",
+    )
+    p.add_argument(
+        "--leader-elect-renew-deadline",
+        dest="renew_deadline",
+        type=duration,
+        default=10.0,
+        help="how long the leader retries renewing before it gives up",
+    )
+    p.add_argument(
+        "--leader-elect-retry-period",
+        dest="retry_period",
+        type=duration,
+        default=2.0,
+        help="interval between acquire/renew attempts",
+    )
     p.add_argument("--log-format", choices=("json", "console"), default="json", help="log line format")
-    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info", help="lowest level logged")
-    p.add_argument("--shutdown-timeout", type=duration, default=10.0, help="time allowed to finish in-flight work on SIGTERM")
+    p.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), default="info", help="lowest level logged"
+    )
+    p.add_argument(
+        "--shutdown-timeout", type=duration, default=10.0, help="time allowed to finish in-flight work on SIGTERM"
+    )
     p.add_argument("--version", action="version", version=f"ring-controller {VERSION}")
     return p
 

@@ -410,7 +410,9 @@ class Reflector(Generic[R]):
         metrics = client_metrics(registry)
         self._m_restarts = metrics.watch_restarts.labels(str(resource))
         self._m_relists = metrics.relists.labels(str(resource))
-        self._m_events = {t: metrics.watch_events.labels(str(resource), t) for t in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK")}
+        self._m_events = {
+            t: metrics.watch_events.labels(str(resource), t) for t in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK")
+        }
         self._log = log.bind(resource=str(resource), namespace=namespace or "*")
 
     @property

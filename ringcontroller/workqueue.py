@@ -149,9 +149,7 @@ class BucketRateLimiter:
     makes). It keeps no per-key state.
     """
 
-    def __init__(
-        self, *, qps: float = 10.0, burst: int = 100, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, *, qps: float = 10.0, burst: int = 100, clock: Callable[[], float] = time.monotonic) -> None:
         self._qps = qps
         self._burst = float(burst)
         self._clock = clock

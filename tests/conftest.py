@@ -11,9 +11,9 @@ brought up, every test that needs it ERRORS with the reason: tests never skip.
 from __future__ import annotations
 
 import contextlib
-import signal
 import re
 import secrets
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -26,6 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from ringdevcluster import Cluster, ensure_up
 from tests.support.clients import K8s, devcluster_state_dir
 from tests.support.controllerproc import ControllerProcess
+
 
 @pytest.fixture(scope="session")
 def devcluster(pytestconfig: pytest.Config) -> Cluster:
@@ -42,8 +43,7 @@ def devcluster(pytestconfig: pytest.Config) -> Cluster:
             )
     except Exception as err:  # noqa: BLE001 - every failure must fail loudly, with its message
         pytest.fail(
-            f"the local control plane could not be brought up in {devcluster_state_dir()}: "
-            f"{type(err).__name__}: {err}",
+            f"the local control plane could not be brought up in {devcluster_state_dir()}: {type(err).__name__}: {err}",
             pytrace=False,
         )
     print(f"devcluster ready in {time.monotonic() - started:.1f}s: {cluster.server}", file=sys.stderr)

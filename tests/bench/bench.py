@@ -44,15 +44,15 @@ from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
 
 from model.keys import CONFIGMAP_DATA_LIMIT, DEFAULT_LABEL_KEY
+from ringcontroller.kubeapi import RestKubeAPI
 from ringdevcluster import Cluster, ensure_up
 from ringdevcluster.cluster import COMPONENTS
 from ringdevcluster.kwok import PODS_PER_NODE
-from ringcontroller.kubeapi import RestKubeAPI
 from tests.bench import report
-from tests.support.controllerproc import ControllerProcess
 from tests.bench.load import JobPlan, Load, plan_jobs, slot_key
 from tests.bench.measure import Metrics, histogram_mean, parse_metrics, percentiles, proc_sample
 from tests.bench.observer import Observer
+from tests.support.controllerproc import ControllerProcess
 
 Json = dict[str, Any]
 
@@ -114,7 +114,9 @@ async def _wait_settled(
         )
 
     started = time.monotonic()
-    await observer.wait(lambda: observer.running(slots) == len(slots), timeout=timeout, what=f"{what}: pods running", progress=progress)
+    await observer.wait(
+        lambda: observer.running(slots) == len(slots), timeout=timeout, what=f"{what}: pods running", progress=progress
+    )
     while True:
         pending = [c for c in configmaps if observer.status.get(c) != "completed" and c not in too_large]
         if not pending:
@@ -145,16 +147,30 @@ async def run(args: argparse.Namespace) -> Json:
     total = args.jobs * args.pods
     nodes = max(4, math.ceil(total / (PODS_PER_NODE * NODE_FILL)))
     say(f"cluster in {args.state_dir} with {nodes} kwok nodes")
-    cluster = await asyncio.to_thread(ensure_up, state_dir=args.state_dir, nodes=nodes, say=lambda m: say(f"devcluster: {m}"))
+    cluster = await asyncio.to_thread(
+        ensure_up, state_dir=args.state_dir, nodes=nodes, say=lambda m: say(f"devcluster: {m}")
+    )
     cfg = Configuration()
     await kube_config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=cfg)
-    name = f"{args.jobs}x{args.pods}" + (f"-d{args.devices}" if args.devices else "") + (f"-churn-{args.churn_mode}" if args.churn else "") + (f"-q{args.create_qps:g}" if args.create_qps else "")
+    name = (
+        f"{args.jobs}x{args.pods}"
+        + (f"-d{args.devices}" if args.devices else "")
+        + (f"-churn-{args.churn_mode}" if args.churn else "")
+        + (f"-q{args.create_qps:g}" if args.create_qps else "")
+    )
     namespace = f"bench-{name}-{secrets.token_hex(3)}".lower()
     logs = args.state_dir / "bench-logs"
     logs.mkdir(parents=True, exist_ok=True)
     async with ApiClient(configuration=cfg) as api:
         rest = RestKubeAPI(api)
-        load = Load(rest, api_client=api, namespace=namespace, concurrency=args.concurrency, create_qps=args.create_qps, label_key=DEFAULT_LABEL_KEY)
+        load = Load(
+            rest,
+            api_client=api,
+            namespace=namespace,
+            concurrency=args.concurrency,
+            create_qps=args.create_qps,
+            label_key=DEFAULT_LABEL_KEY,
+        )
         await load.create_namespace()
         say(f"namespace {namespace}")
         observer = Observer(api=api, namespace=namespace, label_selector=DEFAULT_LABEL_KEY)
@@ -172,8 +188,15 @@ async def run(args: argparse.Namespace) -> Json:
         say(f"controller pid {controller.pid} ready; log {controller.log_path}")
         try:
             return await _measure(
-                args, plans=plans, load=load, observer=observer, controller=controller, name=name, load_start=load_start,
-                cluster=cluster, api=api,
+                args,
+                plans=plans,
+                load=load,
+                observer=observer,
+                controller=controller,
+                name=name,
+                load_start=load_start,
+                cluster=cluster,
+                api=api,
             )
         finally:
             await observer.stop()
@@ -221,7 +244,9 @@ async def _measure(
         await _quiesce(controller)
         sample = proc_sample(controller.pid)
         rss_samples.append({"pods": len(created), "rss_mb": round(sample.rss_mb, 2)})
-        say(f"half {half} settled: {len(created)} pods tracked, controller RSS {sample.rss_mb:.1f} MiB, cpu {sample.cpu_s:.1f}s")
+        say(
+            f"half {half} settled: {len(created)} pods tracked, controller RSS {sample.rss_mb:.1f} MiB, cpu {sample.cpu_s:.1f}s"
+        )
     timings["all_settled"] = round(time.monotonic() - started, 2)
     after_load = proc_sample(controller.pid)
     m_load = (await _scrape(controller)).delta(m_start)
@@ -261,7 +286,9 @@ async def _measure(
         "controller_rss_mb": round(end.hwm_mb, 1),
         "rss_per_pod_kib": round(slope, 2) if slope is not None else None,
         "configmap_writes_per_job": round(writes / len(plans), 3),
-        "api_requests": {k: int(v) for k, v in sorted(m_end.by_label("ringcontroller_api_requests_total", "verb").items())},
+        "api_requests": {
+            k: int(v) for k, v in sorted(m_end.by_label("ringcontroller_api_requests_total", "verb").items())
+        },
         "events_per_s": events["per_s"] if events else None,
         "controller_latency_mean_ms": round(controller_latency * 1000, 2) if controller_latency is not None else None,
         "controller_cpu_total_s": round(end.cpu_s, 2),
@@ -292,7 +319,10 @@ async def _measure(
 
 def _cpu_by_process(cluster: Cluster, controller: ControllerProcess) -> dict[str, float]:
     """CPU seconds so far of the controller, each control-plane process and the bench."""
-    out = {"ring-controller": proc_sample(controller.pid).cpu_s, "bench": sum(resource.getrusage(resource.RUSAGE_SELF)[:2])}
+    out = {
+        "ring-controller": proc_sample(controller.pid).cpu_s,
+        "bench": sum(resource.getrusage(resource.RUSAGE_SELF)[:2]),
+    }
     for component in COMPONENTS:
         pid = cluster.pid(component)
         if pid is not None:
@@ -359,7 +389,13 @@ def _too_large_bytes(events: list[Json]) -> int | None:
 
 
 async def _churn(
-    args: argparse.Namespace, *, plans: list[JobPlan], load: Load, observer: Observer, controller: ControllerProcess, cluster: Cluster
+    args: argparse.Namespace,
+    *,
+    plans: list[JobPlan],
+    load: Load,
+    observer: Observer,
+    controller: ControllerProcess,
+    cluster: Cluster,
 ) -> Json:
     """Churn pods for ``args.churn`` seconds; measure events handled and the settle time."""
     observer.phase = "churn"
@@ -368,12 +404,16 @@ async def _churn(
     cpu0 = _cpu_by_process(cluster, controller)
     events0 = observer.pod_events
     say(f"churn: {args.churn_mode} pods for {args.churn}s with {args.churn_workers} workers")
-    result = await load.churn(seconds=args.churn, workers=args.churn_workers, rng=random.Random(args.seed), mode=args.churn_mode)
+    result = await load.churn(
+        seconds=args.churn, workers=args.churn_workers, rng=random.Random(args.seed), mode=args.churn_mode
+    )
     p1 = proc_sample(controller.pid)
     cpu1 = _cpu_by_process(cluster, controller)
     m1 = (await _scrape(controller)).delta(m0)
     offered = observer.pod_events - events0
-    say(f"churn: {result.replaced} pods churned ({args.churn_mode}), {offered} pod events; errors {result.errors or 'none'}; settling")
+    say(
+        f"churn: {result.replaced} pods churned ({args.churn_mode}), {offered} pod events; errors {result.errors or 'none'}; settling"
+    )
     t0 = time.monotonic()
     await asyncio.sleep(1.0)
     restored = await load.restore()
@@ -419,21 +459,57 @@ async def _churn(
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     """The bench's flags."""
-    p = argparse.ArgumentParser(prog="build/bench.sh", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="build/bench.sh",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--jobs", type=int, default=1, help="Volcano Jobs to create (default 1)")
     p.add_argument("--pods", type=int, default=8, help="pods (workers) per job (default 8)")
-    p.add_argument("--devices", type=int, default=0, help="Ascend devices per pod (device annotation; runtime ascend-910)")
-    p.add_argument("--churn", type=float, nargs="?", const=30.0, default=0.0, metavar="SECONDS", help="after the jobs completed, replace pods continuously for SECONDS (default 30)")
+    p.add_argument(
+        "--devices", type=int, default=0, help="Ascend devices per pod (device annotation; runtime ascend-910)"
+    )
+    p.add_argument(
+        "--churn",
+        type=float,
+        nargs="?",
+        const=30.0,
+        default=0.0,
+        metavar="SECONDS",
+        help="after the jobs completed, replace pods continuously for SECONDS (default 30)",
+    )
     p.add_argument("--churn-workers", type=int, default=16, help="pods being churned at once (default 16)")
-    p.add_argument("--churn-mode", choices=("replace", "restart"), default="replace", help="replace: delete and re-create pods (default); restart: in-place container restarts (status patches)")
+    p.add_argument(
+        "--churn-mode",
+        choices=("replace", "restart"),
+        default="replace",
+        help="replace: delete and re-create pods (default); restart: in-place container restarts (status patches)",
+    )
     p.add_argument("--json", type=Path, metavar="OUT", help="write the result document here")
     p.add_argument("--compare", type=Path, metavar="OLD.json", help="print the changes against an earlier result")
     p.add_argument("--check-targets", action="store_true", help="exit 1 when a target of issue 6 is missed")
-    p.add_argument("--state-dir", type=Path, default=REPO / ".state" / "bench", help="the local cluster's state directory (default .state/bench)")
+    p.add_argument(
+        "--state-dir",
+        type=Path,
+        default=REPO / ".state" / "bench",
+        help="the local cluster's state directory (default .state/bench)",
+    )
     p.add_argument("--concurrency", type=int, default=16, help="API requests in flight while creating (default 16)")
-    p.add_argument("--create-qps", type=float, default=0.0, help="pace Job and pod creation to this many per second (default 0: unpaced)")
-    p.add_argument("--controller-arg", action="append", metavar="ARG", help="extra flag for ring-controller (repeatable, e.g. --controller-arg=--workers=8)")
-    p.add_argument("--profile", type=Path, metavar="OUT.prof", help="run the controller under cProfile, write the profile here")
+    p.add_argument(
+        "--create-qps",
+        type=float,
+        default=0.0,
+        help="pace Job and pod creation to this many per second (default 0: unpaced)",
+    )
+    p.add_argument(
+        "--controller-arg",
+        action="append",
+        metavar="ARG",
+        help="extra flag for ring-controller (repeatable, e.g. --controller-arg=--workers=8)",
+    )
+    p.add_argument(
+        "--profile", type=Path, metavar="OUT.prof", help="run the controller under cProfile, write the profile here"
+    )
     p.add_argument("--keep", action="store_true", help="keep the namespace (and its objects) afterwards")
     p.add_argument("--seed", type=int, default=1, help="random seed of the churn")
     args = p.parse_args(argv)

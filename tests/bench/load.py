@@ -146,7 +146,11 @@ class Load:
         await self.api.request(
             "POST",
             "/api/v1/namespaces",
-            body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace, "labels": {"ring-controller.bench": "true"}}},
+            body={
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": self.namespace, "labels": {"ring-controller.bench": "true"}},
+            },
         )
         deadline = time.monotonic() + 60
         while True:
@@ -161,7 +165,9 @@ class Load:
     async def delete_namespace(self, *, wait: float) -> bool:
         """Delete the namespace; wait up to ``wait`` seconds for it to be gone. True if gone."""
         try:
-            await self.api.request("DELETE", f"/api/v1/namespaces/{self.namespace}", query=[("propagationPolicy", "Background")])
+            await self.api.request(
+                "DELETE", f"/api/v1/namespaces/{self.namespace}", query=[("propagationPolicy", "Background")]
+            )
         except NotFound:
             return True
         deadline = time.monotonic() + wait
@@ -179,6 +185,7 @@ class Load:
         ``members`` limits the pods created per job name to an index range
         (default: all); a later call creates the rest.
         """
+
         async def one(plan: JobPlan) -> None:
             job = self.jobs.get(plan.name)
             if job is None:
@@ -200,12 +207,18 @@ class Load:
         )
         async with self._limit:
             await self._pacer.wait()
-            job = await self.api.request("POST", f"/apis/batch.volcano.sh/v1alpha1/namespaces/{self.namespace}/jobs", body=body)
+            job = await self.api.request(
+                "POST", f"/apis/batch.volcano.sh/v1alpha1/namespaces/{self.namespace}/jobs", body=body
+            )
         self.jobs[plan.name] = job
         return job
 
     async def _create_pod(self, plan: JobPlan, job: Json, index: int) -> None:
-        devices = device_annotation(f"172.16.{index // 256 % 256}.{index % 256}", _device_ips(index, plan.devices)) if plan.devices else None
+        devices = (
+            device_annotation(f"172.16.{index // 256 % 256}.{index % 256}", _device_ips(index, plan.devices))
+            if plan.devices
+            else None
+        )
         body = volcano_pod(job, task=TASK, index=index, devices=devices)
         body["metadata"].pop("creationTimestamp", None)
         self.bodies[slot_key(plan.name, index)] = body
@@ -278,7 +291,9 @@ class Load:
                     "started": True,
                     "restartCount": count,
                     "state": {"running": {"startedAt": now}},
-                    "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "startedAt": now, "finishedAt": now}},
+                    "lastState": {
+                        "terminated": {"exitCode": 1, "reason": "Error", "startedAt": now, "finishedAt": now}
+                    },
                 }
             ]
         }
@@ -298,7 +313,9 @@ class Load:
 
     async def restore(self) -> int:
         """Create again the current pod of every slot that has none; returns how many."""
-        listed = await self.api.request("GET", f"/api/v1/namespaces/{self.namespace}/pods", query=[("labelSelector", self.label_key)])
+        listed = await self.api.request(
+            "GET", f"/api/v1/namespaces/{self.namespace}/pods", query=[("labelSelector", self.label_key)]
+        )
         present = {str((p.get("metadata") or {}).get("name")) for p in listed.get("items") or []}
         missing = [slot for slot, body in self.bodies.items() if body["metadata"]["name"] not in present]
 

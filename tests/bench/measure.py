@@ -107,7 +107,9 @@ def parse_metrics(text: str) -> Metrics:
             value = float(raw_value)
         except ValueError:
             continue
-        labels = frozenset((k, v.replace('\\"', '"').replace("\\\\", "\\")) for k, v in _LABEL.findall(raw_labels or ""))
+        labels = frozenset(
+            (k, v.replace('\\"', '"').replace("\\\\", "\\")) for k, v in _LABEL.findall(raw_labels or "")
+        )
         samples[(name, labels)] = value
     return Metrics(samples)
 

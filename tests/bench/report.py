@@ -70,7 +70,9 @@ def evaluate_targets(result: Json) -> list[Target]:
         targets.append(Target("latency_ms.p99", (result.get("latency_ms") or {}).get("p99"), "<=", 100.0))
         targets.append(Target("configmap_writes_per_job", result.get("configmap_writes_per_job"), "<=", 2.0))
     else:
-        targets.append(Target("spec.max_bytes", float(result["spec"]["max_bytes"]), "<=", float(result["spec"]["limit_bytes"])))
+        targets.append(
+            Target("spec.max_bytes", float(result["spec"]["max_bytes"]), "<=", float(result["spec"]["limit_bytes"]))
+        )
     if total >= MIN_PODS_FOR_SLOPE and not scenario.get("devices"):
         targets.append(Target("rss_per_pod_kib", result.get("rss_per_pod_kib"), "<=", 4.0))
     if scenario.get("churn_s"):
@@ -151,8 +153,14 @@ def render_table(result: Json) -> str:
         ("latency_ms p50/p90/p99/max", "/".join(_fmt(lat.get(k)) for k in ("p50", "p90", "p99", "max"))),
         ("latency samples (unmeasured)", f"{_fmt(lat.get('count'))} ({_fmt(lat.get('unmeasured'))})"),
         ("controller latency mean (ms)", result.get("controller_latency_mean_ms")),
-        ("controller queue wait / sync mean (ms)", "/".join(_fmt((result.get("controller_queue") or {}).get(k)) for k in ("wait_mean_ms", "sync_mean_ms"))),
-        ("controller syncs (queue adds)", f"{_fmt((result.get('controller_queue') or {}).get('syncs'))} ({_fmt((result.get('controller_queue') or {}).get('adds'))})"),
+        (
+            "controller queue wait / sync mean (ms)",
+            "/".join(_fmt((result.get("controller_queue") or {}).get(k)) for k in ("wait_mean_ms", "sync_mean_ms")),
+        ),
+        (
+            "controller syncs (queue adds)",
+            f"{_fmt((result.get('controller_queue') or {}).get('syncs'))} ({_fmt((result.get('controller_queue') or {}).get('adds'))})",
+        ),
         ("controller_cpu_s", result.get("controller_cpu_s")),
         ("controller_rss_mb (peak)", result.get("controller_rss_mb")),
         ("rss_per_pod_kib", result.get("rss_per_pod_kib")),
@@ -165,21 +173,39 @@ def render_table(result: Json) -> str:
     events = result.get("events")
     if events:
         rows += [
-            ("events handled (source)", f"{_fmt(events.get('handled'))} in {_fmt(events.get('seconds'))}s ({events.get('source')})"),
+            (
+                "events handled (source)",
+                f"{_fmt(events.get('handled'))} in {_fmt(events.get('seconds'))}s ({events.get('source')})",
+            ),
             ("events per controller cpu-s", events.get("per_cpu_s")),
-            ("cpu use during churn (cores)", ", ".join(f"{k}={_fmt(v)}" for k, v in (events.get("cpu_util") or {}).items())),
+            (
+                "cpu use during churn (cores)",
+                ", ".join(f"{k}={_fmt(v)}" for k, v in (events.get("cpu_util") or {}).items()),
+            ),
             ("pods churned (restored after)", f"{_fmt(events.get('replaced'))} ({_fmt(events.get('restored'))})"),
-            ("re-completion latency p50/p99 (ms)", "/".join(_fmt((events.get("latency_ms") or {}).get(k)) for k in ("p50", "p99"))),
+            (
+                "re-completion latency p50/p99 (ms)",
+                "/".join(_fmt((events.get("latency_ms") or {}).get(k)) for k in ("p50", "p99")),
+            ),
             ("settle after churn (s)", events.get("settle_s")),
         ]
     rows += [(f"time {k} (s)", v) for k, v in (result.get("timings_s") or {}).items()]
-    rows.append(("cpu seconds while loading", ", ".join(f"{k}={_fmt(v)}" for k, v in (result.get("cpu_s") or {}).items())))
-    rows.append(("API server mean ms", ", ".join(f"{k}={_fmt(v)}" for k, v in (result.get("apiserver_ms") or {}).items() if v is not None)))
+    rows.append(
+        ("cpu seconds while loading", ", ".join(f"{k}={_fmt(v)}" for k, v in (result.get("cpu_s") or {}).items()))
+    )
+    rows.append(
+        (
+            "API server mean ms",
+            ", ".join(f"{k}={_fmt(v)}" for k, v in (result.get("apiserver_ms") or {}).items() if v is not None),
+        )
+    )
     width = max(len(k) for k, _ in rows)
     lines += [f"  {k:<{width}}  {_fmt(v)}" for k, v in rows]
     lines.append("targets:")
     for t in result.get("targets") or []:
-        lines.append(f"  {'met   ' if t['met'] else 'MISSED'} {t['name']} = {_fmt(t['value'])} (target {t['op']} {_fmt(t['limit'])})")
+        lines.append(
+            f"  {'met   ' if t['met'] else 'MISSED'} {t['name']} = {_fmt(t['value'])} (target {t['op']} {_fmt(t['limit'])})"
+        )
     return "\n".join(lines)
 
 

@@ -31,7 +31,9 @@ LABEL = "ring-controller.atlas"
 def _npu_job(n: int, annotations: list[str | None]) -> tuple[Any, list[PodRecord]]:
     raw = volcano_job("npu", tasks=[("worker", n)], uid="job-uid", template=pod_template(runtime="ascend-910", npus=1))
     pods = [
-        pod_record(volcano_pod(raw, task="worker", index=i, uid=f"p{i}", ip=f"127.1.0.{i + 1}", phase="Running", devices=a))
+        pod_record(
+            volcano_pod(raw, task="worker", index=i, uid=f"p{i}", ip=f"127.1.0.{i + 1}", phase="Running", devices=a)
+        )
         for i, a in enumerate(annotations)
     ]
     return workload_record(raw, label_key=LABEL), pods
@@ -49,7 +51,9 @@ def test_bad_annotation_is_reported_on_every_decision() -> None:
 
 
 def test_memoised_annotation_gives_the_same_spec_as_a_fresh_parse() -> None:
-    annotations = [json.dumps(device_annotation(f"10.0.0.{i}", [("0", f"10.1.0.{i}"), ("1", f"10.2.0.{i}")])) for i in range(3)]
+    annotations = [
+        json.dumps(device_annotation(f"10.0.0.{i}", [("0", f"10.1.0.{i}"), ("1", f"10.2.0.{i}")])) for i in range(3)
+    ]
     wl, pods = _npu_job(3, list(annotations))
     decide_module._PARSED.clear()
     fresh = decide(wl, pods, previous=None)
@@ -99,7 +103,9 @@ def test_events_are_sent_in_the_background() -> None:
     async def run() -> None:
         api = _SlowApi()
         events = BackgroundEvents(api, limit=8)
-        await asyncio.wait_for(events.emit_event(involved={}, event_type="Normal", reason="SpecCompleted", message="m"), 1)
+        await asyncio.wait_for(
+            events.emit_event(involved={}, event_type="Normal", reason="SpecCompleted", message="m"), 1
+        )
         assert api.sent == []  # returned before the send finished
         assert (await events.get_configmap("ns", "cm")) == {"metadata": {"name": "cm"}}
         api.release.set()

@@ -33,7 +33,9 @@ weird{msg="a \\"quoted\\" value"} 1
     ("values", "expected"),
     [
         pytest.param([5.0], {"p50": 5.0, "p90": 5.0, "p99": 5.0, "max": 5.0}, id="one"),
-        pytest.param([float(i) for i in range(1, 101)], {"p50": 50.0, "p90": 90.0, "p99": 99.0, "max": 100.0}, id="hundred"),
+        pytest.param(
+            [float(i) for i in range(1, 101)], {"p50": 50.0, "p90": 90.0, "p99": 99.0, "max": 100.0}, id="hundred"
+        ),
         pytest.param([4.0, 1.0, 3.0, 2.0], {"p50": 2.0, "p90": 4.0, "p99": 4.0, "max": 4.0}, id="unsorted-four"),
         pytest.param([], {}, id="empty"),
     ],
@@ -95,7 +97,9 @@ def test_device_scenario_checks_size_not_latency_and_churn_checks_rate() -> None
     big["spec"] = {"max_bytes": 1_100_000, "limit_bytes": 1032192, "completed_jobs": 0, "too_large_events": 1}
     big["latency_ms"] = {}
     assert _missed(big) == {"spec.max_bytes", "jobs_completed"}
-    churn = _result(scenario={"name": "20x8-churn", "jobs": 20, "pods": 8, "devices": 0, "churn_s": 30.0}, events_per_s=999.0)
+    churn = _result(
+        scenario={"name": "20x8-churn", "jobs": 20, "pods": 8, "devices": 0, "churn_s": 30.0}, events_per_s=999.0
+    )
     assert _missed(churn) == {"events_per_s"}
     churn["events_per_s"] = 1000.0
     assert _missed(churn) == set()

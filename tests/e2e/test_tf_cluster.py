@@ -27,11 +27,11 @@ import pytest
 from kubernetes import watch
 
 from ringdevcluster.volumes import ConfigMapVolume
-from tests.support.controllerproc import ControllerProcess
 from tests.support import tfharness
-from tests.support.tfharness import WorkerGroup, WorkerSpec
+from tests.support.controllerproc import ControllerProcess
 from tests.support.factories import pod_template, volcano_job
 from tests.support.kubehelp import create_pods, create_volcano_job, read_spec, running_pods, wait_for, wait_spec
+from tests.support.tfharness import WorkerGroup, WorkerSpec
 
 pytestmark = pytest.mark.e2e
 
@@ -74,8 +74,18 @@ class RunningTimes:
 
 def _train_argv(cifar: Path, result: Path) -> list[str]:
     return [
-        sys.executable, str(tfharness.TRAIN_PY), "--data-dir", str(cifar), "--steps", str(STEPS),
-        "--batch-size", "16", "--learning-rate", "0.05", "--result", str(result),
+        sys.executable,
+        str(tfharness.TRAIN_PY),
+        "--data-dir",
+        str(cifar),
+        "--steps",
+        str(STEPS),
+        "--batch-size",
+        "16",
+        "--learning-rate",
+        "0.05",
+        "--result",
+        str(result),
     ]
 
 
@@ -94,12 +104,25 @@ def _run_job(
         result = tmp_path / f"result-{i}.json"
         env = tfharness.worker_env(POD_NAME=pod_name, RING_TIMEOUT="120")
         if i in api_mode:
-            launch = [RING_LAUNCH, "--from-api", "--kubeconfig", kubeconfig, "--namespace", namespace, "--configmap", configmap]
+            launch = [
+                RING_LAUNCH,
+                "--from-api",
+                "--kubeconfig",
+                kubeconfig,
+                "--namespace",
+                namespace,
+                "--configmap",
+                configmap,
+            ]
         else:
             directory = tmp_path / f"volume-{i}"
-            volumes.append(ConfigMapVolume(kubeconfig=kubeconfig, namespace=namespace, name=configmap, directory=directory).start())
+            volumes.append(
+                ConfigMapVolume(kubeconfig=kubeconfig, namespace=namespace, name=configmap, directory=directory).start()
+            )
             launch = [RING_LAUNCH, "--config-dir", str(directory)]
-        specs.append(WorkerSpec(name=f"worker-{i}", argv=[*launch, "--", *_train_argv(cifar, result)], env=env, result=result))
+        specs.append(
+            WorkerSpec(name=f"worker-{i}", argv=[*launch, "--", *_train_argv(cifar, result)], env=env, result=result)
+        )
     try:
         # The launchers start first and wait, as in pods whose containers start
         # before their peers are scheduled; then the pods appear.
@@ -123,12 +146,29 @@ def _run_job(
     return {"results": results, "logs": logs, "spec": spec, "ports": ports, "pods": live, "running_at": times.at}
 
 
-@pytest.mark.parametrize("workers, api_mode", [pytest.param(2, {1}, id="2-workers-file-and-api"), pytest.param(3, {0, 2}, id="3-workers-mixed")])
+@pytest.mark.parametrize(
+    "workers, api_mode",
+    [pytest.param(2, {1}, id="2-workers-file-and-api"), pytest.param(3, {0, 2}, id="3-workers-mixed")],
+)
 def test_workers_train_in_sync_with_tf_config_from_the_controller(
-    k8s: Any, namespace: str, kubeconfig: Path, controller: ControllerProcess, tmp_path: Path, cifar_dir: Path,
-    workers: int, api_mode: set[int],
+    k8s: Any,
+    namespace: str,
+    kubeconfig: Path,
+    controller: ControllerProcess,
+    tmp_path: Path,
+    cifar_dir: Path,
+    workers: int,
+    api_mode: set[int],
 ) -> None:
-    out = _run_job(k8s=k8s, namespace=namespace, kubeconfig=str(kubeconfig), tmp_path=tmp_path, cifar=cifar_dir, workers=workers, api_mode=api_mode)
+    out = _run_job(
+        k8s=k8s,
+        namespace=namespace,
+        kubeconfig=str(kubeconfig),
+        tmp_path=tmp_path,
+        cifar=cifar_dir,
+        workers=workers,
+        api_mode=api_mode,
+    )
     results, spec, live = out["results"], out["spec"], out["pods"]
     assert spec is not None and spec["status"] == "completed"
     expected_cluster = [f"{live[m['pod']].status.pod_ip}:{out['ports'][m['index']]}" for m in spec["members"]]
@@ -145,7 +185,7 @@ def test_workers_train_in_sync_with_tf_config_from_the_controller(
     last_running = max(out["running_at"].values())
     lags = [round(results[f"worker-{i}"]["timestamps"]["start"] - last_running, 3) for i in range(workers)]
     modes = ["api" if i in api_mode else "file" for i in range(workers)]
-    print(f"\nFIGURE last pod Running -> TF_CONFIG in worker (s): {dict(zip(modes, lags))}")
+    print(f"\nFIGURE last pod Running -> TF_CONFIG in worker (s): {dict(zip(modes, lags, strict=True))}")
 
 
 def test_pod_replaced_mid_wait_starts_with_the_new_spec(
@@ -157,22 +197,42 @@ def test_pod_replaced_mid_wait_starts_with_the_new_spec(
     create_pods(k8s, job, [("worker", 0), ("worker", 1)])
     old = wait_spec(k8s, namespace, "rings-config-rep")
     directory = tmp_path / "volume"
-    volume = ConfigMapVolume(kubeconfig=str(kubeconfig), namespace=namespace, name="rings-config-rep", directory=directory).start()
+    volume = ConfigMapVolume(
+        kubeconfig=str(kubeconfig), namespace=namespace, name="rings-config-rep", directory=directory
+    ).start()
     wait_for(lambda: (directory / "cluster.json").exists(), what="projected cluster.json")
     volume.stop()  # the kubelet has not synced yet: the file keeps the old spec
     k8s.core.delete_namespaced_pod("rep-worker-1", namespace, grace_period_seconds=0)
-    wait_for(lambda: "rep-worker-1" not in {p.metadata.name for p in k8s.core.list_namespaced_pod(namespace).items}, what="old pod gone")
+    wait_for(
+        lambda: "rep-worker-1" not in {p.metadata.name for p in k8s.core.list_namespaced_pod(namespace).items},
+        what="old pod gone",
+    )
     (new,) = create_pods(k8s, job, [("worker", 1)])
     launcher = subprocess.Popen(
-        [RING_LAUNCH, "--config-dir", str(directory), "--timeout", "60", "--poll-interval", "0.1", "--",
-         sys.executable, "-c", "import os, json; print(json.dumps({k: os.environ[k] for k in ('TF_CONFIG', 'RING_EPOCH')}))"],
+        [
+            RING_LAUNCH,
+            "--config-dir",
+            str(directory),
+            "--timeout",
+            "60",
+            "--poll-interval",
+            "0.1",
+            "--",
+            sys.executable,
+            "-c",
+            "import os, json; print(json.dumps({k: os.environ[k] for k in ('TF_CONFIG', 'RING_EPOCH')}))",
+        ],
         env={**tfharness.os.environ, "POD_NAME": "rep-worker-1", "POD_UID": new["metadata"]["uid"]},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     time.sleep(1.5)
     assert launcher.poll() is None, "the launcher started on the stale spec"
     newer = wait_spec(k8s, namespace, "rings-config-rep", where=lambda s: s["epoch"] > old["epoch"])
-    volume = ConfigMapVolume(kubeconfig=str(kubeconfig), namespace=namespace, name="rings-config-rep", directory=directory).start()
+    volume = ConfigMapVolume(
+        kubeconfig=str(kubeconfig), namespace=namespace, name="rings-config-rep", directory=directory
+    ).start()
     try:
         out, err = launcher.communicate(timeout=60)
     finally:

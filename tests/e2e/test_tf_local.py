@@ -161,7 +161,7 @@ class TestMissingData:
 def test_two_workers_train_in_sync(cifar_dir: Path, tmp_path: Path) -> None:
     ports = tfharness.free_ports(len(POD_IPS))
     assert len(set(ports)) == len(ports)
-    addresses = [f"{ip}:{port}" for ip, port in zip(POD_IPS, ports)]
+    addresses = [f"{ip}:{port}" for ip, port in zip(POD_IPS, ports, strict=False)]
     specs = [
         WorkerSpec(
             name=f"worker-{i}",
@@ -239,7 +239,7 @@ def test_harness_stops_a_worker_waiting_for_a_missing_peer(cifar_dir: Path, tmp_
     # preemption notifier is installed. The harness must give up at the
     # deadline, kill it, and report its log.
     ports = tfharness.free_ports(2)
-    addresses = [f"{ip}:{port}" for ip, port in zip(POD_IPS, ports)]
+    addresses = [f"{ip}:{port}" for ip, port in zip(POD_IPS, ports, strict=False)]
     spec = WorkerSpec(
         name="lonely",
         argv=[sys.executable, str(tfharness.TRAIN_PY), "--data-dir", str(cifar_dir), "--steps", "2"],

@@ -37,7 +37,9 @@ def _job(name: str, tasks: list[tuple[str, int]], **kw: Any) -> dict[str, Any]:
     return volcano_job(name, tasks=tasks, templates=templates, **kw)
 
 
-def test_two_task_job_completes_in_rank_order_with_real_ips(k8s: Any, namespace: str, controller: ControllerProcess) -> None:
+def test_two_task_job_completes_in_rank_order_with_real_ips(
+    k8s: Any, namespace: str, controller: ControllerProcess
+) -> None:
     job = create_volcano_job(k8s, namespace, _job("tf", [("chief", 1), ("worker", 3)]))
     members = all_members(job)
     # Create pods in reverse: arrival order must not decide ranks.
@@ -47,7 +49,10 @@ def test_two_task_job_completes_in_rank_order_with_real_ips(k8s: Any, namespace:
     assert spec["job"]["uid"] == job["metadata"]["uid"]
     assert spec["expected"] == 4 and len(spec["members"]) == 4
     assert [(m["rank"], m["task"], m["index"]) for m in spec["members"]] == [
-        (0, "chief", 0), (1, "worker", 0), (2, "worker", 1), (3, "worker", 2)
+        (0, "chief", 0),
+        (1, "worker", 0),
+        (2, "worker", 1),
+        (3, "worker", 2),
     ]
     for m in spec["members"]:
         pod = live[m["pod"]]
@@ -58,18 +63,25 @@ def test_two_task_job_completes_in_rank_order_with_real_ips(k8s: Any, namespace:
     cm = read_configmap(k8s, namespace, "rings-config-tf")
     assert cm.metadata.labels["ring-controller.io/managed"] == "true"
     assert [o.uid for o in cm.metadata.owner_references] == [job["metadata"]["uid"]]
-    reasons = wait_for(lambda: [e.reason for e in events_for(k8s, namespace, "tf") if e.reason == "SpecCompleted"], what="SpecCompleted event")
+    reasons = wait_for(
+        lambda: [e.reason for e in events_for(k8s, namespace, "tf") if e.reason == "SpecCompleted"],
+        what="SpecCompleted event",
+    )
     assert reasons == ["SpecCompleted"]
 
 
-def test_replaced_member_leaves_completed_then_completes_with_higher_epoch(k8s: Any, namespace: str, controller: ControllerProcess) -> None:
+def test_replaced_member_leaves_completed_then_completes_with_higher_epoch(
+    k8s: Any, namespace: str, controller: ControllerProcess
+) -> None:
     job = create_volcano_job(k8s, namespace, _job("rep", [("worker", 2)]))
     create_pods(k8s, job, all_members(job))
     first = wait_spec(k8s, namespace, "rings-config-rep")
     recorder = SpecRecorder(k8s, namespace, "rings-config-rep")
     victim = first["members"][1]
     k8s.core.delete_namespaced_pod(victim["pod"], namespace, grace_period_seconds=0)
-    wait_for(lambda: read_spec(k8s, namespace, "rings-config-rep")["status"] == "initializing", what="spec leaves completed")  # type: ignore[index]
+    wait_for(
+        lambda: read_spec(k8s, namespace, "rings-config-rep")["status"] == "initializing", what="spec leaves completed"
+    )  # type: ignore[index]
     wait_for(lambda: _gone(k8s, namespace, victim["pod"]), what="pod deleted")
     create_pods(k8s, job, [("worker", 1)])
     second = wait_spec(k8s, namespace, "rings-config-rep", where=lambda s: s["epoch"] > first["epoch"])
@@ -91,12 +103,14 @@ def test_job_version_bump_ignores_old_version_pods(k8s: Any, namespace: str, con
     assert first["job"]["version"] == 0
     set_job_version(k8s, namespace, "ver", 1)
     # Old pods still run, but belong to version 0: the spec must not stay completed.
-    bumped = wait_spec(k8s, namespace, "rings-config-ver", status="initializing", where=lambda s: s["job"]["version"] == 1)
+    bumped = wait_spec(
+        k8s, namespace, "rings-config-ver", status="initializing", where=lambda s: s["job"]["version"] == 1
+    )
     assert bumped["members"] == []
     for pod in old:
         k8s.core.delete_namespaced_pod(pod["metadata"]["name"], namespace, grace_period_seconds=0)
     for pod in old:
-        wait_for(lambda: _gone(k8s, namespace, pod["metadata"]["name"]), what="old pod gone")
+        wait_for(lambda name=pod["metadata"]["name"]: _gone(k8s, namespace, name), what="old pod gone")
     new = create_pods(k8s, job, all_members(job), version=1)
     final = wait_spec(k8s, namespace, "rings-config-ver", where=lambda s: s["job"]["version"] == 1)
     assert sorted(m["uid"] for m in final["members"]) == sorted(p["metadata"]["uid"] for p in new)
@@ -110,7 +124,8 @@ def test_foreign_configmap_is_never_modified(k8s: Any, namespace: str, controlle
     job = create_volcano_job(k8s, namespace, _job("hccl", [("worker", 1)]))
     create_pods(k8s, job, all_members(job))
     warning = wait_for(
-        lambda: [e for e in events_for(k8s, namespace, "hccl") if e.reason == "ForeignConfigMap"], what="ForeignConfigMap event"
+        lambda: [e for e in events_for(k8s, namespace, "hccl") if e.reason == "ForeignConfigMap"],
+        what="ForeignConfigMap event",
     )
     assert warning[0].type == "Warning" and "rings-config-hccl" in warning[0].message
     cm = read_configmap(k8s, namespace, "rings-config-hccl")
@@ -118,10 +133,23 @@ def test_foreign_configmap_is_never_modified(k8s: Any, namespace: str, controlle
     assert cm.data == {"hccl.json": '{"status":"initializing"}'}
 
 
-def test_malformed_device_annotation_never_completes_and_warns(k8s: Any, namespace: str, controller: ControllerProcess) -> None:
-    job = create_volcano_job(k8s, namespace, volcano_job("npu-bad", tasks=[("worker", 2)], runtime="ascend-910", template=pod_template(runtime="ascend-910")))
+def test_malformed_device_annotation_never_completes_and_warns(
+    k8s: Any, namespace: str, controller: ControllerProcess
+) -> None:
+    job = create_volcano_job(
+        k8s,
+        namespace,
+        volcano_job(
+            "npu-bad", tasks=[("worker", 2)], runtime="ascend-910", template=pod_template(runtime="ascend-910")
+        ),
+    )
     create_pods(k8s, job, [("worker", 0)], devices=device_annotation("10.0.0.1", [("0", "192.168.0.1")]))
-    create_pods(k8s, job, [("worker", 1)], devices='{"server_id": "10.0.0.2", "devices": [{"device_id": "0", "device_ip": "not-an-ip"}]}')
+    create_pods(
+        k8s,
+        job,
+        [("worker", 1)],
+        devices='{"server_id": "10.0.0.2", "devices": [{"device_id": "0", "device_ip": "not-an-ip"}]}',
+    )
     warning = wait_for(
         lambda: [e for e in events_for(k8s, namespace, "npu-bad") if e.reason == "InvalidDeviceAnnotation"],
         what="InvalidDeviceAnnotation event",
@@ -130,13 +158,24 @@ def test_malformed_device_annotation_never_completes_and_warns(k8s: Any, namespa
     wait_for(lambda: running_pods(k8s, namespace, ["npu-bad-worker-0", "npu-bad-worker-1"]), what="pods running")
     spec = wait_spec(k8s, namespace, "rings-config-npu-bad", status="initializing")
     assert spec["members"] == []
-    assert json.loads(read_configmap(k8s, namespace, "rings-config-npu-bad").data["hccl.json"])["status"] == "initializing"
+    assert (
+        json.loads(read_configmap(k8s, namespace, "rings-config-npu-bad").data["hccl.json"])["status"] == "initializing"
+    )
 
 
 def test_valid_npu_job_gets_hccl_v2_table(k8s: Any, namespace: str, controller: ControllerProcess) -> None:
-    job = create_volcano_job(k8s, namespace, volcano_job("npu", tasks=[("worker", 2)], runtime="ascend-910", template=pod_template(runtime="ascend-910")))
+    job = create_volcano_job(
+        k8s,
+        namespace,
+        volcano_job("npu", tasks=[("worker", 2)], runtime="ascend-910", template=pod_template(runtime="ascend-910")),
+    )
     for i in range(2):
-        create_pods(k8s, job, [("worker", i)], devices=device_annotation(f"10.0.0.{i + 1}", [("0", f"192.168.{i}.1"), ("1", f"192.168.{i}.2")]))
+        create_pods(
+            k8s,
+            job,
+            [("worker", i)],
+            devices=device_annotation(f"10.0.0.{i + 1}", [("0", f"192.168.{i}.1"), ("1", f"192.168.{i}.2")]),
+        )
     wait_spec(k8s, namespace, "rings-config-npu")
     table = json.loads(read_configmap(k8s, namespace, "rings-config-npu").data["hccl.json"])
     assert table["status"] == "completed"
@@ -144,7 +183,9 @@ def test_valid_npu_job_gets_hccl_v2_table(k8s: Any, namespace: str, controller: 
     assert [s["server_id"] for s in table["server_list"]] == ["10.0.0.1", "10.0.0.2"]
 
 
-def test_controller_killed_midway_and_restarted_rebuilds_without_spurious_epoch(k8s: Any, namespace: str, controller: ControllerProcess) -> None:
+def test_controller_killed_midway_and_restarted_rebuilds_without_spurious_epoch(
+    k8s: Any, namespace: str, controller: ControllerProcess
+) -> None:
     job = create_volcano_job(k8s, namespace, _job("crash", [("chief", 1), ("worker", 3)]))
     members = all_members(job)
     create_pods(k8s, job, members[:2])
@@ -160,6 +201,8 @@ def test_controller_killed_midway_and_restarted_rebuilds_without_spurious_epoch(
     # A restart with nothing changed writes nothing.
     controller.stop(signal.SIGTERM)
     controller.start()
-    wait_for(lambda: 'ringcontroller_jobs{status="completed"} 1.0' in controller.metrics(), what="job synced after restart")
+    wait_for(
+        lambda: 'ringcontroller_jobs{status="completed"} 1.0' in controller.metrics(), what="job synced after restart"
+    )
     assert read_configmap(k8s, namespace, "rings-config-crash").metadata.resource_version == rv
     assert read_spec(k8s, namespace, "rings-config-crash") == spec

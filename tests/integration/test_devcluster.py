@@ -181,9 +181,7 @@ def test_orphaned_configmap_is_garbage_collected(k8s: K8s, namespace: str) -> No
 
     def dependent(name: str, owner_name: str, uid: str) -> client.V1ConfigMap:
         ref = client.V1OwnerReference(api_version="v1", kind="ConfigMap", name=owner_name, uid=uid)
-        return client.V1ConfigMap(
-            metadata=client.V1ObjectMeta(name=name, owner_references=[ref]), data={"k": "v"}
-        )
+        return client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name, owner_references=[ref]), data={"k": "v"})
 
     # Points at an object that no longer exists: the garbage collector removes it.
     k8s.core.create_namespaced_config_map(namespace, dependent("orphan", "owner", owner.metadata.uid))
@@ -227,9 +225,12 @@ def test_user_without_rbac_bindings_is_forbidden(devcluster: Cluster, k8s: K8s, 
         binding = client.V1RoleBinding(
             metadata=client.V1ObjectMeta(name="nobody-can-view"),
             role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="view"),
-            subjects=[client.RbacV1Subject(kind="User", name="nobody-in-particular", api_group="rbac.authorization.k8s.io")],
+            subjects=[
+                client.RbacV1Subject(kind="User", name="nobody-in-particular", api_group="rbac.authorization.k8s.io")
+            ],
         )
         k8s.rbac.create_namespaced_role_binding(namespace, binding)
+
         def allowed() -> bool:
             try:
                 return core.list_namespaced_pod(namespace).items == []
@@ -265,7 +266,11 @@ VOLCANO_JOB: dict[str, Any] = {
                     "spec": {
                         "restartPolicy": "OnFailure",
                         "containers": [
-                            {"name": "tf", "image": "example.invalid/tf:2", "ports": [{"name": "tf-port", "containerPort": 2222}]}
+                            {
+                                "name": "tf",
+                                "image": "example.invalid/tf:2",
+                                "ports": [{"name": "tf-port", "containerPort": 2222}],
+                            }
                         ],
                     },
                 },
@@ -276,7 +281,9 @@ VOLCANO_JOB: dict[str, Any] = {
                 "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}],
                 "template": {
                     "spec": {
-                        "containers": [{"name": "tf", "image": "example.invalid/tf:2", "futureContainerField": {"x": 1}}]
+                        "containers": [
+                            {"name": "tf", "image": "example.invalid/tf:2", "futureContainerField": {"x": 1}}
+                        ]
                     }
                 },
                 "futureTaskField": "kept",
@@ -332,7 +339,11 @@ CLUSTER_TRAINING_RUNTIME: dict[str, Any] = {
                         "replicas": 1,
                         "template": {
                             "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                            "spec": {"template": {"spec": {"containers": [{"name": "node", "image": "example.invalid/tf:2"}]}}},
+                            "spec": {
+                                "template": {
+                                    "spec": {"containers": [{"name": "node", "image": "example.invalid/tf:2"}]}
+                                }
+                            },
                         },
                     }
                 ]
@@ -401,7 +412,9 @@ def test_volcano_job_schema_rejects_wrong_types_and_has_status_subresource(k8s: 
     assert raised.value.status == 422
     assert "spec.tasks[0].replicas" in raised.value.body
 
-    k8s.custom.create_namespaced_custom_object("batch.volcano.sh", "v1alpha1", namespace, "jobs", copy.deepcopy(VOLCANO_JOB))
+    k8s.custom.create_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", namespace, "jobs", copy.deepcopy(VOLCANO_JOB)
+    )
     # Status is written through /status only (what the Volcano controller does) ...
     k8s.custom.patch_namespaced_custom_object_status(
         "batch.volcano.sh", "v1alpha1", namespace, "jobs", "tf-mnist",
@@ -409,7 +422,12 @@ def test_volcano_job_schema_rejects_wrong_types_and_has_status_subresource(k8s: 
     )  # fmt: skip
     # ... and a main-resource update cannot change it.
     k8s.custom.patch_namespaced_custom_object(
-        "batch.volcano.sh", "v1alpha1", namespace, "jobs", "tf-mnist", {"status": {"version": 9}, "spec": {"minAvailable": 2}}
+        "batch.volcano.sh",
+        "v1alpha1",
+        namespace,
+        "jobs",
+        "tf-mnist",
+        {"status": {"version": 9}, "spec": {"minAvailable": 2}},
     )
     read = k8s.custom.get_namespaced_custom_object("batch.volcano.sh", "v1alpha1", namespace, "jobs", "tf-mnist")
     assert read["status"]["version"] == 2
@@ -438,9 +456,7 @@ def test_cluster_training_runtime_is_cluster_scoped(k8s: K8s) -> None:
 # harness control
 
 
-def test_stopped_scheduler_leaves_pods_pending_until_restarted(
-    devcluster: Cluster, k8s: K8s, namespace: str
-) -> None:
+def test_stopped_scheduler_leaves_pods_pending_until_restarted(devcluster: Cluster, k8s: K8s, namespace: str) -> None:
     assert devcluster.stop_component("kube-scheduler")
     try:
         assert devcluster.pid("kube-scheduler") is None

@@ -29,9 +29,9 @@ from kubernetes_asyncio import config as async_config
 from kubernetes_asyncio.client import ApiClient, Configuration
 from prometheus_client import CollectorRegistry
 
-from ringdevcluster import Cluster
 from ringcontroller.kubeapi import RestKubeAPI
 from ringcontroller.leader import LeaderElector
+from ringdevcluster import Cluster
 from tests.support.controllerproc import ControllerProcess
 from tests.support.factories import pod_template, volcano_job
 from tests.support.kubehelp import (
@@ -47,7 +47,14 @@ pytestmark = pytest.mark.integration
 
 BUILD = Path(__file__).resolve().parents[2] / "build"
 LEASE = "ring-controller"
-SHORT = ["--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "1s"]
+SHORT = [
+    "--leader-elect-lease-duration",
+    "4s",
+    "--leader-elect-renew-deadline",
+    "3s",
+    "--leader-elect-retry-period",
+    "1s",
+]
 SHORT_LEASE_SECONDS = 4.0
 MASTER = "leader_election_master_status"
 Json = dict[str, Any]
@@ -62,7 +69,9 @@ class Controllers:
         self.tmp_path = tmp_path
         self.started: list[ControllerProcess] = []
 
-    def start(self, name: str, *, leader_elect: bool = True, extra: list[str] | None = None, kubeconfig: Path | None = None) -> ControllerProcess:
+    def start(
+        self, name: str, *, leader_elect: bool = True, extra: list[str] | None = None, kubeconfig: Path | None = None
+    ) -> ControllerProcess:
         args = list(extra or [])
         if leader_elect:
             args += ["--leader-elect", "--leader-election-namespace", self.namespace]
@@ -100,7 +109,9 @@ def wait_leader(proc: ControllerProcess, timeout: float = 30.0) -> None:
 
 def wait_standby(proc: ControllerProcess) -> None:
     """Until the process has read the Lease and found it held by another."""
-    wait_for(lambda: any('"leader.standby"' in line for line in proc.log_lines()), what=f"{proc.log_path.name} standing by")
+    wait_for(
+        lambda: any('"leader.standby"' in line for line in proc.log_lines()), what=f"{proc.log_path.name} standing by"
+    )
     assert proc.metric(MASTER, name=LEASE) == 0.0
 
 
@@ -120,7 +131,9 @@ def writes(proc: ControllerProcess) -> float:
     return proc.metric("ringcontroller_configmap_writes_total") or 0.0
 
 
-def run_job(k8s: Any, namespace: str, name: str, *, tasks: list[tuple[str, int]] | None = None, timeout: float = 60.0) -> Json:
+def run_job(
+    k8s: Any, namespace: str, name: str, *, tasks: list[tuple[str, int]] | None = None, timeout: float = 60.0
+) -> Json:
     """A Volcano Job with its pods, as Volcano creates them; returns the completed spec."""
     tasks = tasks or [("chief", 1), ("worker", 2)]
     templates = {t: pod_template(port=4000 + i) for i, (t, _) in enumerate(tasks)}
@@ -153,7 +166,9 @@ def test_two_replicas_elect_one_leader_and_only_it_writes(k8s: Any, namespace: s
     assert a.probe("/readyz") == 200 and b.probe("/readyz") == 200
 
 
-def test_sigkill_of_the_leader_fails_over_within_the_lease_duration(k8s: Any, namespace: str, controllers: Controllers) -> None:
+def test_sigkill_of_the_leader_fails_over_within_the_lease_duration(
+    k8s: Any, namespace: str, controllers: Controllers
+) -> None:
     a = controllers.start("a", extra=SHORT)
     wait_leader(a)
     b = controllers.start("b", extra=SHORT)
@@ -199,7 +214,9 @@ def test_sigterm_of_the_leader_releases_the_lease_and_the_standby_takes_over_in_
     assert writes(b) >= 2
 
 
-def test_a_leader_that_lost_its_lease_stops_at_once_and_exits_non_zero(k8s: Any, namespace: str, controllers: Controllers) -> None:
+def test_a_leader_that_lost_its_lease_stops_at_once_and_exits_non_zero(
+    k8s: Any, namespace: str, controllers: Controllers
+) -> None:
     a = controllers.start("a", extra=SHORT)
     wait_leader(a)
     b = controllers.start("b", extra=SHORT)
@@ -222,14 +239,18 @@ async def _async_client(kubeconfig: Path) -> ApiClient:
     return ApiClient(configuration=cfg)
 
 
-def _elector(api: ApiClient, namespace: str, identity: str, *, lease: float, renew: float, retry: float) -> LeaderElector:
+def _elector(
+    api: ApiClient, namespace: str, identity: str, *, lease: float, renew: float, retry: float
+) -> LeaderElector:
     return LeaderElector(
         request=RestKubeAPI(api).request, namespace=namespace, name=LEASE, identity=identity,
         lease_duration=lease, renew_deadline=renew, retry_period=retry, registry=CollectorRegistry(),
     )  # fmt: skip
 
 
-async def test_expiry_is_judged_on_the_holders_duration_not_on_timestamps(k8s: Any, kubeconfig: Path, namespace: str) -> None:
+async def test_expiry_is_judged_on_the_holders_duration_not_on_timestamps(
+    k8s: Any, kubeconfig: Path, namespace: str
+) -> None:
     # Another candidate holds the Lease for 6 s; its clock is decades off.
     old = "2000-01-01T00:00:00.000000Z"
     async with await _async_client(kubeconfig) as api:
@@ -238,7 +259,13 @@ async def test_expiry_is_judged_on_the_holders_duration_not_on_timestamps(k8s: A
             f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases",
             body={
                 "metadata": {"name": LEASE},
-                "spec": {"holderIdentity": "other", "leaseDurationSeconds": 6, "acquireTime": old, "renewTime": old, "leaseTransitions": 5},
+                "spec": {
+                    "holderIdentity": "other",
+                    "leaseDurationSeconds": 6,
+                    "acquireTime": old,
+                    "renewTime": old,
+                    "leaseTransitions": 5,
+                },
             },
         )
         # Our own flag says 2 s: the holder's 6 s must win.
@@ -249,7 +276,7 @@ async def test_expiry_is_judged_on_the_holders_duration_not_on_timestamps(k8s: A
         assert 6.0 <= took < 8.0, took
         lease = read_lease(k8s, namespace).spec
         assert (lease.holder_identity, lease.lease_duration_seconds, lease.lease_transitions) == ("me", 2, 6)
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         assert abs((lease.renew_time - now).total_seconds()) < 5  # written in UTC
         assert lease.renew_time.microsecond or lease.acquire_time.microsecond  # MicroTime precision kept
         assert await elector.release()
@@ -315,7 +342,10 @@ def short_namespace(k8s: Any) -> Iterator[str]:
     certificate's 64-character organization field."""
     name = f"t-rbac-{secrets.token_hex(3)}"
     k8s.core.create_namespace({"metadata": {"name": name, "labels": {"ring-controller.test/ns": "true"}}})
-    wait_for(lambda: _status(lambda: k8s.core.read_namespaced_service_account("default", name)) == 200, what="default ServiceAccount")
+    wait_for(
+        lambda: _status(lambda: k8s.core.read_namespaced_service_account("default", name)) == 200,
+        what="default ServiceAccount",
+    )
     yield name
     k8s.core.delete_namespace(name, propagation_policy="Background")
 
@@ -353,7 +383,10 @@ def test_shipped_rbac_runs_the_full_flow_and_forbids_everything_else(
         wait_leader(proc)
         spec = run_job(k8s, namespace, "rbac")
         assert len(spec["members"]) == 3
-        wait_for(lambda: [e for e in events_for(k8s, namespace, "rbac") if e.reason == "SpecCompleted"], what="SpecCompleted event")
+        wait_for(
+            lambda: [e for e in events_for(k8s, namespace, "rbac") if e.reason == "SpecCompleted"],
+            what="SpecCompleted event",
+        )
         assert proc.metric("ringcontroller_api_requests_total", code="403") is None
 
         sa_api = config.new_client_from_config(config_file=str(sa_kubeconfig))  # type: ignore[no-untyped-call]
@@ -362,7 +395,9 @@ def test_shipped_rbac_runs_the_full_flow_and_forbids_everything_else(
             secret = k8s.core.create_namespaced_secret(namespace, {"metadata": {"name": "s"}, "stringData": {"k": "v"}})
             pod = spec["members"][0]["pod"]
             assert len(core.list_namespaced_pod(namespace).items) == 3  # the identity works
-            assert _status(lambda: core.patch_namespaced_pod(pod, namespace, {"metadata": {"labels": {"x": "y"}}})) == 403
+            assert (
+                _status(lambda: core.patch_namespaced_pod(pod, namespace, {"metadata": {"labels": {"x": "y"}}})) == 403
+            )
             assert _status(lambda: core.read_namespaced_secret(secret.metadata.name, namespace)) == 403
             assert _status(lambda: core.delete_namespaced_config_map("rings-config-rbac", namespace)) == 403
         finally:
@@ -370,7 +405,9 @@ def test_shipped_rbac_runs_the_full_flow_and_forbids_everything_else(
     finally:
         controllers.stop_all()
         for doc in cluster_scoped:
-            delete = k8s.rbac.delete_cluster_role if doc["kind"] == "ClusterRole" else k8s.rbac.delete_cluster_role_binding
+            delete = (
+                k8s.rbac.delete_cluster_role if doc["kind"] == "ClusterRole" else k8s.rbac.delete_cluster_role_binding
+            )
             try:
                 delete(doc["metadata"]["name"])
             except ApiException as e:
@@ -470,7 +507,9 @@ def test_metrics_probes_and_json_logs_after_a_job(k8s: Any, namespace: str, cont
 # -- API server outage --------------------------------------------------------------------
 
 
-def test_api_server_restart_under_a_running_controller(k8s: Any, devcluster: Cluster, namespace: str, controllers: Controllers) -> None:
+def test_api_server_restart_under_a_running_controller(
+    k8s: Any, devcluster: Cluster, namespace: str, controllers: Controllers
+) -> None:
     proc = controllers.start("api", leader_elect=False)
     run_job(k8s, namespace, "before")
     restarts = proc.metric("ringcontroller_watch_restarts_total") or 0.0

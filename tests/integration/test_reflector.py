@@ -28,9 +28,9 @@ from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api
 from prometheus_client import CollectorRegistry
 
 from ringcontroller import kube
-from ringdevcluster import Cluster
 from ringcontroller.kube import CONFIGMAPS, Json, Resource
 from ringcontroller.reflector import Backoff, Reflector
+from ringdevcluster import Cluster
 
 pytestmark = pytest.mark.integration
 

@@ -59,20 +59,26 @@ class ControllerProcess:
         self.health_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> "ControllerProcess":
+    def start(self) -> ControllerProcess:
         """Start it (again) and wait until /readyz says its caches synced."""
         argv = [
             *(self.command or controller_command()),
-            "--kubeconfig", self.kubeconfig,
-            "--metrics-bind-address", f"127.0.0.1:{self.metrics_port}",
-            "--health-probe-bind-address", f"127.0.0.1:{self.health_port}",
-            "--log-format", "json",
+            "--kubeconfig",
+            self.kubeconfig,
+            "--metrics-bind-address",
+            f"127.0.0.1:{self.metrics_port}",
+            "--health-probe-bind-address",
+            f"127.0.0.1:{self.health_port}",
+            "--log-format",
+            "json",
             *self.extra,
         ]
         if self.namespace:
             argv += ["--namespace", self.namespace]
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
         log.close()
         self.wait_ready()
         return self

@@ -37,7 +37,10 @@ def pod_template(
     if port is not None:
         container["ports"] = [{"name": port_name, "containerPort": port}]
     if npus:
-        container["resources"] = {"limits": {"huawei.com/Ascend910": str(npus)}, "requests": {"huawei.com/Ascend910": str(npus)}}
+        container["resources"] = {
+            "limits": {"huawei.com/Ascend910": str(npus)},
+            "requests": {"huawei.com/Ascend910": str(npus)},
+        }
     spec: Json = {"containers": [container], "restartPolicy": "Never"}
     if configmap:
         spec["volumes"] = [{"name": "rings-config", "configMap": {"name": configmap}}]
@@ -210,7 +213,9 @@ def jobset(
     return js
 
 
-def jobset_pod(js: Json, *, rjob: str, job_index: int, completion: int, restart: int = 0, ip: str = "", phase: str = "") -> Json:
+def jobset_pod(
+    js: Json, *, rjob: str, job_index: int, completion: int, restart: int = 0, ip: str = "", phase: str = ""
+) -> Json:
     """A pod of ``js`` as the JobSet and Job controllers make it (labels, name, owner Job)."""
     meta = js["metadata"]
     spec_rjob = next(r for r in js["spec"]["replicatedJobs"] if r["name"] == rjob)
@@ -235,7 +240,15 @@ def jobset_pod(js: Json, *, rjob: str, job_index: int, completion: int, restart:
             "namespace": meta.get("namespace", "default"),
             "labels": labels,
             "annotations": dict(marks),
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": f"job-{job_name}", "controller": True}],
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": job_name,
+                    "uid": f"job-{job_name}",
+                    "controller": True,
+                }
+            ],
             "creationTimestamp": "2026-11-29T00:00:00Z",
         },
         "spec": template["spec"],
@@ -274,7 +287,14 @@ def jobset_job(js: Json, *, rjob: str, job_index: int, restart: int = 0) -> Json
             "labels": dict(marks),
             "annotations": dict(marks),
             "ownerReferences": [
-                {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": meta["name"], "uid": meta.get("uid", ""), "controller": True, "blockOwnerDeletion": True}
+                {
+                    "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                    "kind": "JobSet",
+                    "name": meta["name"],
+                    "uid": meta.get("uid", ""),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
             ],
         },
         "spec": job_spec,

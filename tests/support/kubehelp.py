@@ -49,7 +49,9 @@ def create_pods(k8s: Any, job: Json, members: list[tuple[str, int]], *, version:
     out = []
     for task, index in members:
         body = volcano_pod(job, task=task, index=index, version=version, **kw)
-        out.append(k8s.api.sanitize_for_serialization(k8s.core.create_namespaced_pod(job["metadata"]["namespace"], body)))
+        out.append(
+            k8s.api.sanitize_for_serialization(k8s.core.create_namespaced_pod(job["metadata"]["namespace"], body))
+        )
     return out
 
 
@@ -87,8 +89,17 @@ def read_spec(k8s: Any, namespace: str, name: str) -> Json | None:
     return json.loads(cm.data["cluster.json"])  # type: ignore[no-any-return]
 
 
-def wait_spec(k8s: Any, namespace: str, name: str, *, status: str = "completed", timeout: float = 60.0, where: Callable[[Json], bool] = lambda s: True) -> Json:
+def wait_spec(
+    k8s: Any,
+    namespace: str,
+    name: str,
+    *,
+    status: str = "completed",
+    timeout: float = 60.0,
+    where: Callable[[Json], bool] = lambda s: True,
+) -> Json:
     """Wait until ``cluster.json`` has ``status`` (and ``where`` holds)."""
+
     def check() -> Json | None:
         spec = read_spec(k8s, namespace, name)
         return spec if spec and spec["status"] == status and where(spec) else None
@@ -116,8 +127,10 @@ class SpecRecorder:
             w = watch.Watch()
             try:
                 for ev in w.stream(
-                    self._k8s.core.list_namespaced_config_map, self._ns,
-                    field_selector=f"metadata.name={self._name}", timeout_seconds=5,
+                    self._k8s.core.list_namespaced_config_map,
+                    self._ns,
+                    field_selector=f"metadata.name={self._name}",
+                    timeout_seconds=5,
                 ):
                     data = ev["object"].data or {}
                     if "cluster.json" in data:

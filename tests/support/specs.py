@@ -65,5 +65,3 @@ def spec_dict(**changes: Any) -> dict[str, Any]:
     obj: dict[str, Any] = json.loads(spec_to_json(make_spec([("worker", 2)])))
     obj.update(changes)
     return obj
-
-

@@ -84,9 +84,7 @@ def free_ports(count: int) -> list[int]:
 
 def tf_config(*, workers: Sequence[str], index: int, task_type: str = "worker") -> str:
     """A ``TF_CONFIG`` value for a worker-only cluster (``workers`` are host:port)."""
-    return json.dumps(
-        {"cluster": {"worker": list(workers)}, "task": {"type": task_type, "index": index}}
-    )
+    return json.dumps({"cluster": {"worker": list(workers)}, "task": {"type": task_type, "index": index}})
 
 
 def make_cifar10(out: Path, *, per_batch: int = 64, seed: int = 0) -> Path:
@@ -219,9 +217,7 @@ def start_worker(spec: WorkerSpec, *, log_dir: Path) -> Worker:
             stderr=err,
             start_new_session=True,
         )
-    return Worker(
-        spec=spec, process=process, stdout_path=stdout_path, stderr_path=stderr_path, started_at=time.time()
-    )
+    return Worker(spec=spec, process=process, stdout_path=stdout_path, stderr_path=stderr_path, started_at=time.time())
 
 
 def _signal_group(worker: Worker, sig: signal.Signals) -> None:

@@ -31,8 +31,6 @@ VOLCANO = ("batch.volcano.sh", "v1alpha1")
 Json = dict[str, Any]
 
 
-
-
 class Timeline:
     """Watch receive times, in this process, of pods first Running with an IP and of the ConfigMap's states.
 
@@ -127,11 +125,13 @@ def timeline_wait(timeline: Timeline, configmap: str, epoch: int) -> float:
     """When the timeline saw ``configmap`` completed at ``epoch`` (waiting for the watch to catch up)."""
     return wait_for(
         lambda: next(
-            (t for t, name, s in timeline.specs if name == configmap and s["status"] == "completed" and s["epoch"] == epoch),
+            (
+                t
+                for t, name, s in timeline.specs
+                if name == configmap and s["status"] == "completed" and s["epoch"] == epoch
+            ),
             None,
         ),
         timeout=10,
         what=f"the watch to see {configmap} completed",
     )
-
-

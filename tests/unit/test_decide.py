@@ -23,7 +23,9 @@ def _job(tasks: list[tuple[str, int]], **kw: Any) -> tuple[dict[str, Any], Workl
     return raw, workload_record(raw, label_key=LABEL)
 
 
-def _pods(raw: dict[str, Any], *, version: int = 0, skip: set[tuple[str, int]] = frozenset(), ip_base: int = 10, **kw: Any) -> list[PodRecord]:
+def _pods(
+    raw: dict[str, Any], *, version: int = 0, skip: set[tuple[str, int]] = frozenset(), ip_base: int = 10, **kw: Any
+) -> list[PodRecord]:
     out = []
     n = 0
     for task in raw["spec"]["tasks"]:
@@ -34,8 +36,16 @@ def _pods(raw: dict[str, Any], *, version: int = 0, skip: set[tuple[str, int]] =
             out.append(
                 pod_record(
                     volcano_pod(
-                        raw, task=task["name"], index=i, version=version, uid=f"pod-{task['name']}-{i}",
-                        ip=f"127.1.0.{ip_base + n}", host_ip="10.0.0.1", phase="Running", node="n1", **kw,
+                        raw,
+                        task=task["name"],
+                        index=i,
+                        version=version,
+                        uid=f"pod-{task['name']}-{i}",
+                        ip=f"127.1.0.{ip_base + n}",
+                        host_ip="10.0.0.1",
+                        phase="Running",
+                        node="n1",
+                        **kw,
                     )
                 )
             )
@@ -48,7 +58,10 @@ def test_complete_job_ranks_follow_spec_not_arrival() -> None:
     d = decide(wl, pods, previous=None)
     assert d.spec.status == "completed"
     assert [(m.rank, m.task, m.index) for m in d.spec.members] == [
-        (0, "chief", 0), (1, "worker", 0), (2, "worker", 1), (3, "worker", 2)
+        (0, "chief", 0),
+        (1, "worker", 0),
+        (2, "worker", 1),
+        (3, "worker", 2),
     ]
     assert [m.role for m in d.spec.members] == ["chief", "worker", "worker", "worker"]
     assert d.data is not None and "hccl.json" not in d.data
@@ -120,8 +133,16 @@ def test_npu_job_waits_for_devices_then_writes_hccl_v2() -> None:
     no_devices = decide(wl, _pods(raw), previous=None)
     assert no_devices.spec.status == "initializing" and not no_devices.problems
     pods = [
-        pod_record(volcano_pod(raw, task="worker", index=i, ip=f"127.1.0.{i + 1}", phase="Running",
-                               devices=device_annotation(f"10.0.0.{i + 1}", [("0", f"192.168.{i}.1"), ("1", f"192.168.{i}.2")])))
+        pod_record(
+            volcano_pod(
+                raw,
+                task="worker",
+                index=i,
+                ip=f"127.1.0.{i + 1}",
+                phase="Running",
+                devices=device_annotation(f"10.0.0.{i + 1}", [("0", f"192.168.{i}.1"), ("1", f"192.168.{i}.2")]),
+            )
+        )
         for i in range(2)
     ]
     d = decide(wl, pods, previous=None)
@@ -135,8 +156,18 @@ def test_npu_job_waits_for_devices_then_writes_hccl_v2() -> None:
 
 def test_npu_job_hccl_v1_by_flag() -> None:
     raw, wl = _job([("worker", 1)], template=pod_template(runtime="ascend-910", npus=1))
-    pods = [pod_record(volcano_pod(raw, task="worker", index=0, ip="127.1.0.1", phase="Running",
-                                   devices=device_annotation("10.0.0.1", [("0", "192.168.0.1")])))]
+    pods = [
+        pod_record(
+            volcano_pod(
+                raw,
+                task="worker",
+                index=0,
+                ip="127.1.0.1",
+                phase="Running",
+                devices=device_annotation("10.0.0.1", [("0", "192.168.0.1")]),
+            )
+        )
+    ]
     d = decide(wl, pods, previous=None, hccl_version="v1")
     assert d.data is not None and "group_list" in json.loads(d.data["hccl.json"])
 
@@ -145,8 +176,21 @@ def test_npu_job_hccl_v1_by_flag() -> None:
     "annotation, reason",
     [
         pytest.param("{not json", "device_json", id="not-json"),
-        pytest.param(json.dumps({"server_id": "10.0.0.1", "devices": [{"device_id": "0", "device_ip": "999.1.1.1"}]}), "device_device_ip", id="bad-ip"),
-        pytest.param(json.dumps({"server_id": "10.0.0.1", "devices": [{"device_id": "0", "device_ip": "1.1.1.1"}, {"device_id": "0", "device_ip": "1.1.1.2"}]}), "device_duplicate", id="duplicate-id"),
+        pytest.param(
+            json.dumps({"server_id": "10.0.0.1", "devices": [{"device_id": "0", "device_ip": "999.1.1.1"}]}),
+            "device_device_ip",
+            id="bad-ip",
+        ),
+        pytest.param(
+            json.dumps(
+                {
+                    "server_id": "10.0.0.1",
+                    "devices": [{"device_id": "0", "device_ip": "1.1.1.1"}, {"device_id": "0", "device_ip": "1.1.1.2"}],
+                }
+            ),
+            "device_duplicate",
+            id="duplicate-id",
+        ),
     ],
 )
 def test_malformed_device_annotation_never_completes(annotation: str, reason: str) -> None:
@@ -184,14 +228,24 @@ def test_oversized_spec_is_refused_with_a_problem() -> None:
 
 def test_cpu_task_beside_npu_tasks_needs_no_devices_and_stays_out_of_the_table() -> None:
     raw = volcano_job(
-        "mix", tasks=[("scheduler", 1), ("worker", 2)], uid="job-uid",
+        "mix",
+        tasks=[("scheduler", 1), ("worker", 2)],
+        uid="job-uid",
         templates={"scheduler": pod_template(), "worker": pod_template(npus=1)},
     )
     wl = workload_record(raw, label_key=LABEL)
     pods = [pod_record(volcano_pod(raw, task="scheduler", index=0, ip="127.1.0.1", phase="Running"))]
     pods += [
-        pod_record(volcano_pod(raw, task="worker", index=i, ip=f"127.1.0.{2 + i}", phase="Running",
-                               devices=device_annotation(f"10.0.0.{i + 1}", [("0", f"192.168.{i}.1")])))
+        pod_record(
+            volcano_pod(
+                raw,
+                task="worker",
+                index=i,
+                ip=f"127.1.0.{2 + i}",
+                phase="Running",
+                devices=device_annotation(f"10.0.0.{i + 1}", [("0", f"192.168.{i}.1")]),
+            )
+        )
         for i in range(2)
     ]
     d = decide(wl, pods, previous=None)

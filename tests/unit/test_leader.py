@@ -21,7 +21,7 @@ from ringcontroller.leader import (
     released_record,
 )
 
-NOW = dt.datetime(2025, 3, 4, 5, 6, 7, 890123, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2025, 3, 4, 5, 6, 7, 890123, tzinfo=dt.UTC)
 LATER = NOW + dt.timedelta(seconds=2)
 
 
@@ -48,7 +48,9 @@ class TestLeaseRecord:
         }
         assert LeaseRecord.from_spec(spec).to_spec() == spec
 
-    @pytest.mark.parametrize("spec", [None, {}, {"holderIdentity": None, "leaseDurationSeconds": None}], ids=["none", "empty", "nulls"])
+    @pytest.mark.parametrize(
+        "spec", [None, {}, {"holderIdentity": None, "leaseDurationSeconds": None}], ids=["none", "empty", "nulls"]
+    )
     def test_missing_fields_read_as_free(self, spec: dict[str, object] | None) -> None:
         assert LeaseRecord.from_spec(spec) == LeaseRecord("", 0, "", "", 0)
 
@@ -78,7 +80,9 @@ class TestNextRecord:
 
 
 class TestObservation:
-    def record(self, holder: str = "other", duration: int = 15, renew: str = "2000-01-01T00:00:00.000000Z") -> LeaseRecord:
+    def record(
+        self, holder: str = "other", duration: int = 15, renew: str = "2000-01-01T00:00:00.000000Z"
+    ) -> LeaseRecord:
         return LeaseRecord(holder, duration, renew, renew, 0)
 
     def test_timestamps_in_the_record_are_not_used_for_expiry(self) -> None:

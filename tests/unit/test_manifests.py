@@ -142,7 +142,11 @@ class TestRbac:
             for rule in role["rules"]:
                 assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"]
                 assert "secrets" not in rule["resources"]
-                assert "escalate" not in rule["verbs"] and "bind" not in rule["verbs"] and "impersonate" not in rule["verbs"]
+                assert (
+                    "escalate" not in rule["verbs"]
+                    and "bind" not in rule["verbs"]
+                    and "impersonate" not in rule["verbs"]
+                )
 
     def test_cluster_role_grants_exactly_what_the_controller_uses(self, rbac: list[Json]) -> None:
         rules = one(rbac, "ClusterRole")["rules"]
@@ -169,7 +173,9 @@ class TestRbac:
         for kind in KINDS:
             assert {"list", "watch"} <= rules_for(rules, kind.group, kind.plural), kind.kind
 
-    def test_lease_role_is_namespaced_to_the_controller_and_its_lease(self, rbac: list[Json], deployment: Json, container: Json) -> None:
+    def test_lease_role_is_namespaced_to_the_controller_and_its_lease(
+        self, rbac: list[Json], deployment: Json, container: Json
+    ) -> None:
         role = one(rbac, "Role")
         assert role["metadata"]["namespace"] == deployment["metadata"]["namespace"]
         lease_id = parse(container["args"]).leader_election_id
@@ -218,7 +224,11 @@ def test_alerts_and_dashboard_use_only_exported_metrics(deployment: Json) -> Non
     used = {name for expr in exprs for name in METRIC_NAME.findall(expr)}
     assert used, "no metric referenced"
     assert used <= exported, used - exported
-    assert {r["alert"] for r in rules} >= {"RingControllerSpecIncomplete", "RingControllerDown", "RingControllerNoLeader"}
+    assert {r["alert"] for r in rules} >= {
+        "RingControllerSpecIncomplete",
+        "RingControllerDown",
+        "RingControllerNoLeader",
+    }
     assert all(r["labels"]["severity"] in ("warning", "critical") for r in rules)
 
 

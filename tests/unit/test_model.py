@@ -88,15 +88,25 @@ def test_unclaimed_pod_has_no_job() -> None:
             None,
             id="named-port-beats-annotation-and-env",
         ),
-        pytest.param({"env": [{"name": "TF_WORKER_PORT", "value": "9"}]}, {"ring-controller/port": "5000"}, 5000, None, id="annotation-beats-env"),
+        pytest.param(
+            {"env": [{"name": "TF_WORKER_PORT", "value": "9"}]},
+            {"ring-controller/port": "5000"},
+            5000,
+            None,
+            id="annotation-beats-env",
+        ),
         pytest.param({"env": [{"name": "TF_WORKER_PORT", "value": "2345"}]}, {}, 2345, None, id="env"),
         pytest.param({}, {}, DEFAULT_PORT, None, id="default"),
         pytest.param({}, {"ring-controller/port": "http"}, DEFAULT_PORT, "not an integer", id="bad-annotation"),
         pytest.param({}, {"ring-controller/port": "70000"}, DEFAULT_PORT, "outside 1-65535", id="port-out-of-range"),
-        pytest.param({"env": [{"name": "TF_WORKER_PORT", "value": "x"}]}, {}, DEFAULT_PORT, "TF_WORKER_PORT", id="bad-env"),
+        pytest.param(
+            {"env": [{"name": "TF_WORKER_PORT", "value": "x"}]}, {}, DEFAULT_PORT, "TF_WORKER_PORT", id="bad-env"
+        ),
     ],
 )
-def test_member_port_rule(container: dict[str, object], annotations: dict[str, str], port: int, error: str | None) -> None:
+def test_member_port_rule(
+    container: dict[str, object], annotations: dict[str, str], port: int, error: str | None
+) -> None:
     got, err = member_port({"containers": [{"name": "c", **container}]}, annotations)
     assert got == port
     if error is None:

@@ -24,7 +24,9 @@ def test_jobset_expected_is_replicas_times_parallelism() -> None:
 
 
 def test_jobset_owned_by_a_trainjob_is_served_through_it() -> None:
-    js = make_jobset("tj", owner={"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "tj", "uid": "u"})
+    js = make_jobset(
+        "tj", owner={"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "tj", "uid": "u"}
+    )
     rec = jobset.workload_record(js, label_key=LABEL)
     assert not rec.served and rec.key == "jobset/default/tj"
 
@@ -55,8 +57,18 @@ def test_jobset_restart_attempt_is_the_version() -> None:
     js["status"] = {"restarts": 1}
     rec = jobset.workload_record(js, label_key=LABEL)
     assert rec is not None and rec.version == 1
-    old = [pod_record(jobset_pod(js, rjob="workers", job_index=0, completion=c, restart=0, ip="127.1.0.1", phase="Running")) for c in range(2)]
-    new = [pod_record(jobset_pod(js, rjob="workers", job_index=0, completion=c, restart=1, ip="127.1.0.2", phase="Running")) for c in range(2)]
+    old = [
+        pod_record(
+            jobset_pod(js, rjob="workers", job_index=0, completion=c, restart=0, ip="127.1.0.1", phase="Running")
+        )
+        for c in range(2)
+    ]
+    new = [
+        pod_record(
+            jobset_pod(js, rjob="workers", job_index=0, completion=c, restart=1, ip="127.1.0.2", phase="Running")
+        )
+        for c in range(2)
+    ]
     assert decide(rec, old, previous=None).spec.status == "initializing"
     assert decide(rec, new, previous=None).spec.status == "completed"
 
@@ -70,7 +82,8 @@ def test_jobset_restart_attempt_is_the_version() -> None:
 )
 def test_trainjob_ranks_nodes_in_either_trainer_layout(layout: list[tuple[int, int]]) -> None:
     tj = {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
         "metadata": {"name": "tj", "namespace": "default", "uid": "tj-uid", "labels": {LABEL: "tensorflow"}},
         "spec": {"runtimeRef": {"name": "tensorflow-distributed"}, "trainer": {"numNodes": 3}},
     }
@@ -81,7 +94,16 @@ def test_trainjob_ranks_nodes_in_either_trainer_layout(layout: list[tuple[int, i
         pod_record(jobset_pod(js, rjob="node", job_index=j, completion=c, ip=f"127.1.0.{10 + j + c}", phase="Running"))
         for j, c in reversed(layout)
     ]
-    init = pod_record(jobset_pod(make_jobset("tj", replicated=[("dataset-initializer", 1, 1)]), rjob="dataset-initializer", job_index=0, completion=0, ip="127.1.0.99", phase="Running"))
+    init = pod_record(
+        jobset_pod(
+            make_jobset("tj", replicated=[("dataset-initializer", 1, 1)]),
+            rjob="dataset-initializer",
+            job_index=0,
+            completion=0,
+            ip="127.1.0.99",
+            phase="Running",
+        )
+    )
     d = decide(rec, [*pods, init], previous=None)
     assert d.spec.status == "completed"
     assert [m.ip for m in d.spec.members] == ["127.1.0.10", "127.1.0.11", "127.1.0.12"]
@@ -89,7 +111,10 @@ def test_trainjob_ranks_nodes_in_either_trainer_layout(layout: list[tuple[int, i
 
 
 def test_trainjob_without_numnodes_defers_to_its_runtime() -> None:
-    tj = {"metadata": {"name": "tj", "namespace": "ns"}, "spec": {"runtimeRef": {"name": "tf-rt", "kind": "ClusterTrainingRuntime"}}}
+    tj = {
+        "metadata": {"name": "tj", "namespace": "ns"},
+        "spec": {"runtimeRef": {"name": "tf-rt", "kind": "ClusterTrainingRuntime"}},
+    }
     rec = trainjob.workload_record(tj, label_key=LABEL)
     assert rec.runtime_ref == "tf-rt" and rec.error is None
     assert trainjob.runtime_nodes({"spec": {"mlPolicy": {"numNodes": 4}}}) == 4
@@ -101,9 +126,14 @@ def test_trainjob_without_numnodes_defers_to_its_runtime() -> None:
 def _deploy_pod(name: str, created: str, ip: str, rs: str = "web-5d8f7c9b4") -> dict[str, Any]:
     return {
         "metadata": {
-            "name": name, "namespace": "default", "uid": f"uid-{name}", "creationTimestamp": created,
+            "name": name,
+            "namespace": "default",
+            "uid": f"uid-{name}",
+            "creationTimestamp": created,
             "labels": {LABEL: "tensorflow", "pod-template-hash": rs.rsplit("-", 1)[1]},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs, "uid": "rs-uid", "controller": True}],
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs, "uid": "rs-uid", "controller": True}
+            ],
         },
         "spec": {"containers": [{"name": "c"}], "nodeName": "n"},
         "status": {"phase": "Running", "podIP": ip, "hostIP": "10.0.0.1"},
@@ -117,7 +147,10 @@ def test_deployment_pods_are_found_through_their_replicaset_name() -> None:
 
 
 def test_deployment_ranks_by_creation_and_replacement_takes_the_last_rank() -> None:
-    raw = {"metadata": {"name": "web", "namespace": "default", "uid": "d-uid", "labels": {LABEL: "tensorflow"}}, "spec": {"replicas": 2, "template": {"spec": {}}}}
+    raw = {
+        "metadata": {"name": "web", "namespace": "default", "uid": "d-uid", "labels": {LABEL: "tensorflow"}},
+        "spec": {"replicas": 2, "template": {"spec": {}}},
+    }
     rec = deployment.workload_record(raw, label_key=LABEL)
     a = pod_record(_deploy_pod("web-5d8f7c9b4-zzzzz", "2026-11-29T00:00:01Z", "127.1.0.1"))
     b = pod_record(_deploy_pod("web-5d8f7c9b4-aaaaa", "2026-11-29T00:00:02Z", "127.1.0.2"))
@@ -132,9 +165,14 @@ def test_deployment_ranks_by_creation_and_replacement_takes_the_last_rank() -> N
 
 
 def test_evicted_deployment_pod_holds_no_rank() -> None:
-    raw = {"metadata": {"name": "web", "namespace": "default", "uid": "d-uid", "labels": {LABEL: "tensorflow"}}, "spec": {"replicas": 1, "template": {"spec": {}}}}
+    raw = {
+        "metadata": {"name": "web", "namespace": "default", "uid": "d-uid", "labels": {LABEL: "tensorflow"}},
+        "spec": {"replicas": 1, "template": {"spec": {}}},
+    }
     rec = deployment.workload_record(raw, label_key=LABEL)
-    evicted = replace(pod_record(_deploy_pod("web-5d8f7c9b4-aaaaa", "2026-11-29T00:00:01Z", "127.1.0.1")), phase="Failed")
+    evicted = replace(
+        pod_record(_deploy_pod("web-5d8f7c9b4-aaaaa", "2026-11-29T00:00:01Z", "127.1.0.1")), phase="Failed"
+    )
     fresh = pod_record(_deploy_pod("web-5d8f7c9b4-bbbbb", "2026-11-29T00:00:05Z", "127.1.0.2"))
     d = decide(rec, [evicted, fresh], previous=None)
     assert d.spec.status == "completed" and [m.pod for m in d.spec.members] == ["web-5d8f7c9b4-bbbbb"]

@@ -1,5 +1,4 @@
-"""cluster.json: canonical rendering, round trips, and every rejection rule of the parser.
-"""
+"""cluster.json: canonical rendering, round trips, and every rejection rule of the parser."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from tests.support.specs import JOB, make_member, make_spec, spec_dict
 from ranktable.clusterspec import (
     STATUS_COMPLETED,
     STATUS_INITIALIZING,
@@ -21,6 +19,8 @@ from ranktable.clusterspec import (
     spec_from_json,
     spec_to_json,
 )
+from tests.support.specs import JOB, make_member, make_spec, spec_dict
+
 
 def test_golden_text_has_the_contract_keys_and_int_types() -> None:
     spec = ClusterSpec(

@@ -92,7 +92,9 @@ def _job(workers: int = 2) -> tuple[Json, WorkloadRecord]:
 
 def _pods(raw: Json, n: int, *, base: int = 1) -> list[PodRecord]:
     return [
-        pod_record(volcano_pod(raw, task="worker", index=i, uid=f"p{i}-{base}", ip=f"127.1.0.{base + i}", phase="Running"))
+        pod_record(
+            volcano_pod(raw, task="worker", index=i, uid=f"p{i}-{base}", ip=f"127.1.0.{base + i}", phase="Running")
+        )
         for i in range(n)
     ]
 
@@ -181,7 +183,9 @@ async def test_configmap_of_another_job_is_not_taken_over() -> None:
     raw_a, wl_a = _job()
     await JobWorker(api=api).sync(wl_a, _pods(raw_a, 2), None)
     raw_b = volcano_job("other", namespace="ns", tasks=[("worker", 1)], uid="b-uid")
-    raw_b["spec"]["tasks"][0]["template"]["spec"]["volumes"] = [{"name": "rings-config", "configMap": {"name": "rings-config-j"}}]
+    raw_b["spec"]["tasks"][0]["template"]["spec"]["volumes"] = [
+        {"name": "rings-config", "configMap": {"name": "rings-config-j"}}
+    ]
     wl_b = workload_record(raw_b, label_key=LABEL)
     before = copy.deepcopy(api.cms[("ns", "rings-config-j")])
     w_b = JobWorker(api=api)

@@ -57,5 +57,3 @@ def k8s(kubeconfig: Path) -> Iterator[K8s]:
     clients = K8s.from_kubeconfig(kubeconfig)
     yield clients
     clients.api.close()  # type: ignore[no-untyped-call]
-
-

@@ -34,10 +34,10 @@ from typing import Any
 import pytest
 
 from ringdevcluster.volumes import ConfigMapVolume
-from tests.support.controllerproc import ControllerProcess
 from tests.support import tfharness
-from tests.support.tfharness import WorkerGroup, WorkerSpec
+from tests.support.controllerproc import ControllerProcess
 from tests.support.kubehelp import read_spec, running_pods, wait_for, wait_spec
+from tests.support.tfharness import WorkerGroup, WorkerSpec
 from tests.support.workloads import (
     GATE,
     TRAINER,
@@ -97,14 +97,23 @@ def test_two_worker_trainjob_trains_in_sync_through_trainer_and_jobset(
                     launch = [RING_LAUNCH, "--from-api", "--kubeconfig", str(kubeconfig)]
                 else:
                     directory = tmp_path / "volume"
-                    volume = ConfigMapVolume(kubeconfig=str(kubeconfig), namespace=namespace, name=configmap, directory=directory).start()
+                    volume = ConfigMapVolume(
+                        kubeconfig=str(kubeconfig), namespace=namespace, name=configmap, directory=directory
+                    ).start()
                     launch = [RING_LAUNCH, "--config-dir", str(directory)]
                 result = tmp_path / f"result-{i}.json"
                 train = [
                     sys.executable, str(tfharness.TRAIN_PY), "--data-dir", str(cifar_dir), "--steps", str(STEPS),
                     "--batch-size", "16", "--learning-rate", "0.05", "--result", str(result),
                 ]  # fmt: skip
-                specs.append(WorkerSpec(name=f"worker-{i}", argv=[*launch, "--", *train], env=tfharness.worker_env(**downward), result=result))
+                specs.append(
+                    WorkerSpec(
+                        name=f"worker-{i}",
+                        argv=[*launch, "--", *train],
+                        env=tfharness.worker_env(**downward),
+                        result=result,
+                    )
+                )
             with WorkerGroup(specs, log_dir=tmp_path / "logs") as group:
                 # Containers wait in ring-launch (started before their peers
                 # run); then each pod gets its port and may run.
@@ -112,7 +121,7 @@ def test_two_worker_trainjob_trains_in_sync_through_trainer_and_jobset(
                     lambda: all("waiting up to" in w.stderr() for w in group.workers),
                     timeout=60, what="both launchers waiting for the spec",
                 )  # fmt: skip
-                for pod, port in zip(gated, ports):
+                for pod, port in zip(gated, ports, strict=True):
                     k8s.core.patch_namespaced_pod(pod.metadata.name, namespace, [
                         {"op": "add", "path": "/metadata/annotations/ring-controller~1port", "value": str(port)},
                         {"op": "remove", "path": "/spec/schedulingGates"},
@@ -132,7 +141,7 @@ def test_two_worker_trainjob_trains_in_sync_through_trainer_and_jobset(
     assert live is not None
     # One spec, made for these pods with their own ports, ranked by completion index.
     assert [m["pod"] for m in spec["members"]] == [p.metadata.name for p in gated]
-    expected = [f"{live[m['pod']].status.pod_ip}:{port}" for m, port in zip(spec["members"], ports)]
+    expected = [f"{live[m['pod']].status.pod_ip}:{port}" for m, port in zip(spec["members"], ports, strict=True)]
     assert [f"{m['ip']}:{m['port']}" for m in spec["members"]] == expected
     for i in range(2):
         r = results[f"worker-{i}"]
@@ -142,5 +151,9 @@ def test_two_worker_trainjob_trains_in_sync_through_trainer_and_jobset(
     assert results["worker-1"]["losses"] == results["worker-0"]["losses"], logs
     assert results["worker-1"]["weights_sha256"] == results["worker-0"]["weights_sha256"], logs
     last_running = max(timeline.running[p.metadata.name] for p in gated)
-    lags = {("api", "file")[i]: round(results[f"worker-{i}"]["timestamps"]["start"] - last_running, 3) for i in range(2)}
-    print(f"\nFIGURE TrainJob e2e: last pod Running -> spec completed {completed - last_running:.3f}s; -> TF_CONFIG in worker (s): {lags}")
+    lags = {
+        ("api", "file")[i]: round(results[f"worker-{i}"]["timestamps"]["start"] - last_running, 3) for i in range(2)
+    }
+    print(
+        f"\nFIGURE TrainJob e2e: last pod Running -> spec completed {completed - last_running:.3f}s; -> TF_CONFIG in worker (s): {lags}"
+    )

@@ -50,6 +50,7 @@ from tests.support.workloads import (
 
 pytestmark = pytest.mark.integration
 
+
 def _listening_addresses(pid: int) -> set[str]:
     """``ip:port`` of every TCP socket process ``pid`` listens on (IPv4 and IPv6)."""
     inodes = set()
@@ -79,7 +80,12 @@ def _listening_addresses(pid: int) -> set[str]:
 
 def test_workload_controllers_run_healthy_and_listen_on_loopback_only(workloads: Cluster) -> None:
     statuses = {s.name: s for s in workloads.status()}
-    addon_processes = ["jobset-controller", "volcano-controller-manager", "volcano-scheduler", "trainer-controller-manager"]
+    addon_processes = [
+        "jobset-controller",
+        "volcano-controller-manager",
+        "volcano-scheduler",
+        "trainer-controller-manager",
+    ]
     assert set(workloads.addons) == set(WORKLOAD_CONTROLLERS)
     for name in addon_processes:
         assert statuses[name].healthy, (name, statuses[name].detail)
@@ -129,16 +135,25 @@ def test_harness_crd_schemas_agree_with_the_products_crds(k8s: Any, workloads: C
     ext = ApiextensionsV1Api(k8s.api)
     crd_dir = REPO / "ringcontroller" / "devcluster" / "crds"
     ours = [d for f in sorted(crd_dir.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
-    assert {d["metadata"]["name"] for d in ours} >= {"jobs.batch.volcano.sh", "jobsets.jobset.x-k8s.io", "trainjobs.trainer.kubeflow.org"}
+    assert {d["metadata"]["name"] for d in ours} >= {
+        "jobs.batch.volcano.sh",
+        "jobsets.jobset.x-k8s.io",
+        "trainjobs.trainer.kubeflow.org",
+    }
     checked = 0
     for doc in ours:
         served = k8s.api.sanitize_for_serialization(ext.read_custom_resource_definition(doc["metadata"]["name"]))
         # The served CRD is the product's (controller-gen annotates it), not ours.
-        assert "controller-gen.kubebuilder.io/version" in (served["metadata"].get("annotations") or {}), doc["metadata"]["name"]
+        assert "controller-gen.kubebuilder.io/version" in (served["metadata"].get("annotations") or {}), doc[
+            "metadata"
+        ]["name"]
         for version in doc["spec"]["versions"]:
             theirs = next(v for v in served["spec"]["versions"] if v["name"] == version["name"])
             assert ("status" in (version.get("subresources") or {})) == ("status" in (theirs.get("subresources") or {}))
-            mine, product = _typed_paths(version["schema"]["openAPIV3Schema"]), _typed_paths(theirs["schema"]["openAPIV3Schema"])
+            mine, product = (
+                _typed_paths(version["schema"]["openAPIV3Schema"]),
+                _typed_paths(theirs["schema"]["openAPIV3Schema"]),
+            )
             mismatched = {p: (t, product.get(p)) for p, t in mine.items() if product.get(p) != t}
             assert not mismatched, (doc["metadata"]["name"], mismatched)
             checked += len(mine)
@@ -167,7 +182,12 @@ def test_trainjob_via_trainer_jobset_and_job_controllers_completes_in_index_orde
     # controller one Indexed Job of 3 (the runtime's layout); the Job controller the pods.
     js = k8s.custom.get_namespaced_custom_object(*JOBSET, namespace, "jobsets", "tf")
     (owner,) = js["metadata"]["ownerReferences"]
-    assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == ("TrainJob", "tf", tj["metadata"]["uid"], True)
+    assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
+        "TrainJob",
+        "tf",
+        tj["metadata"]["uid"],
+        True,
+    )
     (job,) = k8s.batch.list_namespaced_job(namespace).items
     assert (job.metadata.name, job.spec.completions, job.spec.completion_mode) == ("tf-node-0", 3, "Indexed")
     assert job.metadata.owner_references[0].kind == "JobSet"
@@ -197,7 +217,8 @@ def _volcano_pods(k8s: Any, namespace: str, job: str, version: int) -> dict[str,
     return {
         p.metadata.name: p
         for p in pods
-        if p.metadata.deletion_timestamp is None and (p.metadata.annotations or {}).get("volcano.sh/job-version") == str(version)
+        if p.metadata.deletion_timestamp is None
+        and (p.metadata.annotations or {}).get("volcano.sh/job-version") == str(version)
     }
 
 
@@ -213,12 +234,18 @@ def test_volcano_job_via_volcano_completes_and_follows_a_restart(
     first = wait_spec(k8s, namespace, "rings-config-vc", timeout=60)
     pods = _volcano_pods(k8s, namespace, "vc", 0)
     assert first["job"]["uid"] == job["metadata"]["uid"] and first["job"]["version"] == 0
-    assert [(m["rank"], m["task"], m["index"]) for m in first["members"]] == [(0, "chief", 0), (1, "worker", 0), (2, "worker", 1)]
+    assert [(m["rank"], m["task"], m["index"]) for m in first["members"]] == [
+        (0, "chief", 0),
+        (1, "worker", 0),
+        (2, "worker", 1),
+    ]
     for m in first["members"]:
         pod = pods[m["pod"]]
         assert pod.spec.scheduler_name == "volcano" and pod.metadata.owner_references[0].kind == "Job"
         assert m["uid"] == pod.metadata.uid and m["ip"] == pod.status.pod_ip and m["port"] == 4100
-    (group,) = k8s.custom.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", namespace, "podgroups")["items"]
+    (group,) = k8s.custom.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", namespace, "podgroups")[
+        "items"
+    ]
     assert group["spec"]["minMember"] == 3 and group["status"]["phase"] == "Running"
 
     # RestartJob, the way `vcctl job restart` asks for it: a bus.volcano.sh Command.
@@ -231,10 +258,20 @@ def test_volcano_job_via_volcano_completes_and_follows_a_restart(
     })  # fmt: skip
 
     def restarted() -> tuple[Json, dict[str, Any]] | None:
-        version = k8s.custom.get_namespaced_custom_object(*VOLCANO, namespace, "jobs", "vc").get("status", {}).get("version", 0)
+        version = (
+            k8s.custom.get_namespaced_custom_object(*VOLCANO, namespace, "jobs", "vc")
+            .get("status", {})
+            .get("version", 0)
+        )
         spec = read_spec(k8s, namespace, "rings-config-vc")
         live = _volcano_pods(k8s, namespace, "vc", version)
-        if spec and version > 0 and spec["status"] == "completed" and spec["job"]["version"] == version and len(live) == 3:
+        if (
+            spec
+            and version > 0
+            and spec["status"] == "completed"
+            and spec["job"]["version"] == version
+            and len(live) == 3
+        ):
             return spec, live
         return None
 
@@ -243,4 +280,3 @@ def test_volcano_job_via_volcano_completes_and_follows_a_restart(
     assert not {m["uid"] for m in second["members"]} & {m["uid"] for m in first["members"]}
     assert [(m["task"], m["index"]) for m in second["members"]] == [("chief", 0), ("worker", 0), ("worker", 1)]
     assert all(m["ip"] == live[m["pod"]].status.pod_ip for m in second["members"])
-

@@ -149,7 +149,9 @@ ADDONS: dict[str, Addon] = {
             name="volcano",
             summary="Volcano controller manager and scheduler (volcano.sh/volcano)",
             processes=(
-                Process("volcano-controller-manager", "controller-manager", Health("volcano-controller-manager", "/healthz")),
+                Process(
+                    "volcano-controller-manager", "controller-manager", Health("volcano-controller-manager", "/healthz")
+                ),
                 Process("volcano-scheduler", "scheduler", Health("volcano-scheduler", "/healthz")),
             ),
             ports=("volcano-controller-manager", "volcano-scheduler", "volcano-scheduler-metrics"),
@@ -324,7 +326,9 @@ def crd_documents(names: Sequence[str], *, binaries: Mapping[str, Path]) -> list
         for pattern in addon.crds:
             files = sorted(assets.glob(pattern))
             if not files:
-                raise FileNotFoundError(f"no CRD matches {pattern} in {assets}; rebuild with `ring-devcluster build --with {name}`")
+                raise FileNotFoundError(
+                    f"no CRD matches {pattern} in {assets}; rebuild with `ring-devcluster build --with {name}`"
+                )
             for path in files:
                 docs.extend(d for d in _load_all(path) if d.get("kind") == "CustomResourceDefinition")
     return docs

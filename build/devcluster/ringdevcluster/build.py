@@ -325,7 +325,9 @@ def _build(plan: _Plan, *, root: Path, say: Callable[[str], None]) -> None:
 
         def report() -> None:
             while not done.wait(20.0):
-                say(f"  {plan.module.name}: {compiled} packages compiled, {_format_elapsed(time.monotonic() - started)}")
+                say(
+                    f"  {plan.module.name}: {compiled} packages compiled, {_format_elapsed(time.monotonic() - started)}"
+                )
 
         reporter = threading.Thread(target=report, daemon=True)
         reporter.start()
@@ -366,9 +368,7 @@ def _build(plan: _Plan, *, root: Path, say: Callable[[str], None]) -> None:
     say(f"built {plan.module.name} {plan.version} in {elapsed} ({compiled} packages compiled{extra})")
 
 
-def binary_paths(
-    *, source: str | os.PathLike[str] | None = None, addons: Sequence[str] = ()
-) -> dict[str, Path] | None:
+def binary_paths(*, source: str | os.PathLike[str] | None = None, addons: Sequence[str] = ()) -> dict[str, Path] | None:
     """Paths of every cached binary (base and ``addons``), or None when any is missing (no building)."""
     root = cache_dir()
     paths: dict[str, Path] = {}

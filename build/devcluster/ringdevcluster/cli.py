@@ -62,9 +62,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--nodes", type=int, default=cluster.DEFAULT_NODES, help="fake nodes to register (default 4)")
     up.add_argument("--source", type=Path, default=None, help="the Go wrapper modules (build/devcluster)")
-    up.add_argument("-q", "--quiet", action="store_true", help="no usage hints after start-up (progress still goes to stderr)")
     up.add_argument(
-        "--with", dest="addons", type=_names, action="extend", default=[], metavar="NAMES",
+        "-q", "--quiet", action="store_true", help="no usage hints after start-up (progress still goes to stderr)"
+    )
+    up.add_argument(
+        "--with",
+        dest="addons",
+        type=_names,
+        action="extend",
+        default=[],
+        metavar="NAMES",
         help=f"also run these workload controllers: {','.join(addons.ADDONS)} (trainer implies jobset)",
     )
     sub.add_parser("status", parents=[common], help="show components, pids and health; exit 3 if unhealthy")
@@ -73,7 +80,12 @@ def _parser() -> argparse.ArgumentParser:
     bld = sub.add_parser("build", help="only build (or find cached) binaries and print their paths")
     bld.add_argument("--source", type=Path, default=None, help="the Go wrapper modules (build/devcluster)")
     bld.add_argument(
-        "--with", dest="addons", type=_names, action="extend", default=[], metavar="NAMES",
+        "--with",
+        dest="addons",
+        type=_names,
+        action="extend",
+        default=[],
+        metavar="NAMES",
         help="also build these optional components",
     )
     return parser
@@ -93,8 +105,10 @@ def _up(args: argparse.Namespace) -> int:
     # looks like a hang); stdout carries only the export line.
     c = cluster.ensure_up(state_dir=args.state_dir, nodes=args.nodes, source=args.source, say=_say, addons=args.addons)
     if not args.quiet:
-        _say(f"up in {time.monotonic() - started:.1f}s: {c.server} (Kubernetes {c.versions.get('kube', '?')}, "
-             f"etcd {c.versions.get('etcd', '?')}, kwok {c.versions.get('kwok', '?')}), {args.nodes} fake nodes")
+        _say(
+            f"up in {time.monotonic() - started:.1f}s: {c.server} (Kubernetes {c.versions.get('kube', '?')}, "
+            f"etcd {c.versions.get('etcd', '?')}, kwok {c.versions.get('kwok', '?')}), {args.nodes} fake nodes"
+        )
         if c.addons:
             _say("with " + ", ".join(f"{a} {c.versions.get(a, '?')}" for a in c.addons))
         _say(f"logs: {c.state_dir / 'logs'}; stop with: ring-devcluster down --state-dir {c.state_dir}")

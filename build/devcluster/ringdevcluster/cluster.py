@@ -342,7 +342,12 @@ class Cluster:
             ports = {key: _free_port() for key in addon.ports}
             state["ports"].update(ports)
             setup = addon_specs.configure(
-                name, state_dir=self.state_dir, server=self.server, pki=self.pki, ports=state["ports"], binaries=binaries
+                name,
+                state_dir=self.state_dir,
+                server=self.server,
+                pki=self.pki,
+                ports=state["ports"],
+                binaries=binaries,
             )
             state["argv"].update(setup.argv)
             state.setdefault("env", {}).update(setup.env)
@@ -453,9 +458,7 @@ class Cluster:
         if name == "kwok":
             return _probe(_no_proxy_opener(None), f"http://127.0.0.1:{port}/healthz")
         if name not in COMPONENTS:
-            health = next(
-                p.health for a in self.addons for p in addon_specs.ADDONS[a].processes if p.name == name
-            )
+            health = next(p.health for a in self.addons for p in addon_specs.ADDONS[a].processes if p.name == name)
             return _probe(_no_proxy_opener(None), f"http://127.0.0.1:{self.ports[health.port]}{health.path}")
         # controller-manager and scheduler serve /healthz with a self-signed cert.
         insecure = ssl.create_default_context()
@@ -471,7 +474,11 @@ class Cluster:
             healthy, detail = self._health(name) if pid is not None else (False, "not running")
             out.append(
                 ComponentStatus(
-                    name=name, pid=pid, running=pid is not None, healthy=healthy, detail=detail,
+                    name=name,
+                    pid=pid,
+                    running=pid is not None,
+                    healthy=healthy,
+                    detail=detail,
                     log=self.log_path(name),
                 )  # fmt: skip
             )
@@ -514,8 +521,7 @@ class Cluster:
         """
         docs = {d["metadata"]["name"]: d for d in _crd_documents()}
         docs.update(
-            (d["metadata"]["name"], d)
-            for d in addon_specs.crd_documents(self.addons, binaries=self._addon_binaries())
+            (d["metadata"]["name"], d) for d in addon_specs.crd_documents(self.addons, binaries=self._addon_binaries())
         )
         for name, doc in docs.items():
             self.api.apply(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", doc)
@@ -546,7 +552,9 @@ class Cluster:
             if not waiting:
                 return
             if time.monotonic() > deadline:
-                raise ClusterError(f"not ready after {timeout:.0f}s: {', '.join(waiting)}; see {self.state_dir / 'logs'}")
+                raise ClusterError(
+                    f"not ready after {timeout:.0f}s: {', '.join(waiting)}; see {self.state_dir / 'logs'}"
+                )
             time.sleep(0.1)
 
     def register_nodes(self, count: int) -> list[str]:
@@ -659,9 +667,7 @@ def _stop_recorded(state_dir: Path) -> list[str]:
     run = state_dir / "run"
     extra = sorted(p.stem for p in run.glob("*.pid") if p.stem not in COMPONENTS) if run.is_dir() else []
     return [
-        name
-        for name in [*extra, *reversed(COMPONENTS)]
-        if _stop_pid_file(run / f"{name}.pid", grace=_GRACE_SECONDS)
+        name for name in [*extra, *reversed(COMPONENTS)] if _stop_pid_file(run / f"{name}.pid", grace=_GRACE_SECONDS)
     ]
 
 
@@ -681,9 +687,7 @@ def _wipe(state_dir: Path) -> None:
             entry.unlink()
 
 
-def _argv(
-    *, state_dir: Path, binaries: dict[str, Path], ports: dict[str, int], pki: Pki
-) -> dict[str, list[str]]:
+def _argv(*, state_dir: Path, binaries: dict[str, Path], ports: dict[str, int], pki: Pki) -> dict[str, list[str]]:
     kc = state_dir / "kubeconfigs"
     etcd_url = f"http://127.0.0.1:{ports['etcd']}"
     peer_url = f"http://127.0.0.1:{ports['etcd-peer']}"

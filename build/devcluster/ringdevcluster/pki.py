@@ -132,9 +132,7 @@ def _b64(path: Path) -> str:
     return base64.b64encode(path.read_bytes()).decode()
 
 
-def write_kubeconfig(
-    path: Path, *, server: str, ca_cert: Path, client_cert: Path, client_key: Path, user: str
-) -> Path:
+def write_kubeconfig(path: Path, *, server: str, ca_cert: Path, client_cert: Path, client_key: Path, user: str) -> Path:
     """Write a self-contained kubeconfig (certificates embedded) and return ``path``.
 
     Embedding keeps the file valid when copied elsewhere; the file is written

@@ -28,7 +28,7 @@ from kubernetes import client, config, watch
 def write_atomic(directory: Path, data: dict[str, str]) -> None:
     """Publish ``data`` in ``directory`` with the kubelet's ``..data`` swap."""
     directory.mkdir(parents=True, exist_ok=True)
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("..%Y_%m_%d_%H_%M_%S.%f")
+    stamp = dt.datetime.now(dt.UTC).strftime("..%Y_%m_%d_%H_%M_%S.%f")
     version = directory / stamp
     version.mkdir()
     for name, text in data.items():

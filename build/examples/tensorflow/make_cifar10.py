@@ -77,7 +77,7 @@ _RECONSTRUCT: Any = np.ndarray.__reduce_ex__(np.zeros(1, np.uint8), 2)[0]
 # Only the pure-Python pickler can be customised per opcode (the files are
 # small, so its speed does not matter); typeshed does not describe its
 # internals, hence Any.
-_PurePickler: Any = getattr(pickle, "_Pickler")
+_PurePickler: Any = pickle._Pickler
 
 
 class _Py2Pickler(_PurePickler):  # type: ignore[misc]
@@ -131,10 +131,7 @@ def make_batch(
     # (N, 3, 32, 32) in C order is exactly the R plane, G plane, B plane,
     # each row-major: the 3072-wide row layout of the real data.
     data = images.reshape(count, PIXELS_PER_IMAGE)
-    filenames = [
-        f"{LABEL_NAMES[int(label)]}_s_{first_serial + i:06d}.png".encode()
-        for i, label in enumerate(labels)
-    ]
+    filenames = [f"{LABEL_NAMES[int(label)]}_s_{first_serial + i:06d}.png".encode() for i, label in enumerate(labels)]
     return {
         b"batch_label": batch_label.encode(),
         b"labels": [int(label) for label in labels],
@@ -191,9 +188,7 @@ def write_dataset(*, out: Path, per_batch: int, seed: int) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path, help="directory to write into")
-    parser.add_argument(
-        "--per-batch", type=int, default=64, help="images per batch file (real data: 10000)"
-    )
+    parser.add_argument("--per-batch", type=int, default=64, help="images per batch file (real data: 10000)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (output is a function of it)")
     args = parser.parse_args(argv)
     try:

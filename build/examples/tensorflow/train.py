@@ -119,9 +119,7 @@ def _read_batch(path: Path) -> tuple[NDArray[np.float32], NDArray[np.int32]]:
     except (OSError, pickle.UnpicklingError, EOFError, KeyError, TypeError, ValueError) as err:
         raise UsageError(f"{path} is not a CIFAR-10 python batch: {err!r}") from err
     if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
-        raise UsageError(
-            f"{path}: data must be a uint8 array of N x 3072, got {data.dtype} {data.shape}"
-        )
+        raise UsageError(f"{path}: data must be a uint8 array of N x 3072, got {data.dtype} {data.shape}")
     if labels.shape != (data.shape[0],) or labels.min(initial=0) < 0 or labels.max(initial=0) >= NUM_CLASSES:
         raise UsageError(f"{path}: labels must be {data.shape[0]} ints in 0..9")
     # Rows are R, G, B planes of 32x32, row-major: (N, 3, 32, 32) -> NHWC.
@@ -223,9 +221,7 @@ def _env_float(name: str, default: float) -> float:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Flags win over environment variables (the runtime's overrides)."""
-    p = argparse.ArgumentParser(
-        description="CIFAR-10 MultiWorkerMirroredStrategy example (TF_CONFIG from ring-launch)"
-    )
+    p = argparse.ArgumentParser(description="CIFAR-10 MultiWorkerMirroredStrategy example (TF_CONFIG from ring-launch)")
     p.add_argument(
         "--data-dir",
         type=Path,
@@ -239,9 +235,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=_env_int("BATCH_SIZE", 64),
         help="per-worker batch; the global batch is this times the workers (env BATCH_SIZE)",
     )
-    p.add_argument(
-        "--learning-rate", type=float, default=_env_float("LEARNING_RATE", 0.02), help="env LEARNING_RATE"
-    )
+    p.add_argument("--learning-rate", type=float, default=_env_float("LEARNING_RATE", 0.02), help="env LEARNING_RATE")
     p.add_argument(
         "--steps", type=int, default=_env_int("STEPS", 0), help="stop after N steps in total, 0 = no limit (env STEPS)"
     )
@@ -278,8 +272,8 @@ def weights_digest(weights: list[NDArray[Any]]) -> tuple[str, float]:
 
 
 def train(args: argparse.Namespace, data: Dataset, tf_config: dict[str, Any], source: str) -> dict[str, Any]:
-    import tensorflow as tf  # noqa: PLC0415  (TF_CONFIG is set by now)
     import keras  # noqa: PLC0415
+    import tensorflow as tf  # noqa: PLC0415  (TF_CONFIG is set by now)
 
     t_tf_imported = time.time()
     keras.utils.set_random_seed(args.seed)
@@ -329,7 +323,7 @@ def train(args: argparse.Namespace, data: Dataset, tf_config: dict[str, Any], so
                 per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
                 loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
             grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
             return loss
 
         per_replica = strategy.run(step_fn, args=batch)
@@ -394,7 +388,9 @@ def main(argv: list[str] | None = None) -> int:
         source, tf_config = ensure_tf_config()
     except UsageError as err:
         fail(str(err))
-    print(f"train: TF_CONFIG={json.dumps(tf_config, separators=(',', ':'))} (from {source})", file=sys.stderr, flush=True)
+    print(
+        f"train: TF_CONFIG={json.dumps(tf_config, separators=(',', ':'))} (from {source})", file=sys.stderr, flush=True
+    )
     result = train(args, data, tf_config, source)
     if args.result is not None:
         write_json_atomically(args.result, result)
