@@ -50,6 +50,10 @@ ring-devcluster up --state-dir "$RING_DEVCLUSTER_WORKLOADS_STATE" --with jobset,
 step "pytest tests $*"
 python -m pytest -v tests "$@"
 
+step "ruff check and ruff format --check (configured in pyproject.toml)"
+ruff check .
+ruff format --check .
+
 step "lint-imports (layers: ringcontroller -> agent -> model -> ranktable)"
 lint-imports
 
