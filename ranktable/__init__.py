@@ -1,8 +1,11 @@
 """Output formats of ring-controller and their readers, plus the container-side launcher.
 
 The lowest layer (``ringcontroller -> agent -> model -> ranktable``): it imports
-nothing from the other packages, and its format code imports no Kubernetes
-client, so the same code runs in the daemon and, small and fast to import, in
+nothing from the other packages (layer contract), and its format code imports
+no Kubernetes or HTTP client (a forbidden contract on ``kubernetes``,
+``kubernetes_asyncio``, ``aiohttp`` that exempts exactly
+:mod:`ranktable.apiwatch`, which imports the synchronous ``kubernetes`` client
+lazily), so the same code runs in the daemon and, small and fast to import, in
 every training container.
 
 * :mod:`ranktable.clusterspec`: ``cluster.json``, the spec everything else
