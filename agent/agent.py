@@ -63,6 +63,9 @@ class BackgroundEvents:
     async def replace_configmap(self, namespace: str, name: str, body: Json) -> Json:
         return await self._api.replace_configmap(namespace, name, body)
 
+    async def annotate_pod(self, namespace: str, name: str, *, uid: str, annotations: dict[str, str]) -> None:
+        await self._api.annotate_pod(namespace, name, uid=uid, annotations=annotations)
+
     async def emit_event(self, *, involved: Json, event_type: str, reason: str, message: str) -> None:
         send = self._send(involved=involved, event_type=event_type, reason=reason, message=message)
         if len(self._pending) >= self._limit:
@@ -97,8 +100,10 @@ class Agent:
         configmap: Callable[[ObjectKey], ConfigMapRecord | None],
         requeue_after: Callable[[JobKey, float], None] | None = None,
         hccl_version: str = "v2",
+        touch_pods: bool = True,
     ) -> None:
         self._api = api
+        self._touch_pods = touch_pods
         self.events = BackgroundEvents(api)
         self._enqueue = enqueue
         self._workload = workload
@@ -148,7 +153,9 @@ class Agent:
             return
         worker = self._workers.get(key)
         if worker is None:
-            worker = self._workers[key] = JobWorker(api=self.events, hccl_version=self._hccl_version)
+            worker = self._workers[key] = JobWorker(
+                api=self.events, hccl_version=self._hccl_version, touch_pods=self._touch_pods
+            )
         before = worker.status
         cm = self._configmap(object_key(workload.namespace, workload.configmap))
         try:

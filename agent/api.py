@@ -53,3 +53,11 @@ class KubeAPI(Protocol):
     async def emit_event(self, *, involved: Json, event_type: str, reason: str, message: str) -> None:
         """Record an Event on ``involved`` (an ObjectReference); best effort."""
         ...
+
+    async def annotate_pod(self, namespace: str, name: str, *, uid: str, annotations: dict[str, str]) -> None:
+        """Merge ``annotations`` into pod ``name``, only if it still has ``uid``.
+
+        Raises NotFound (gone), Conflict (the name now belongs to another
+        pod) or ApiError (403 when the cluster forbids it).
+        """
+        ...

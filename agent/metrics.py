@@ -14,6 +14,13 @@ CONFIGMAP_WRITES = Counter(
     ["verb", "result"],
     registry=None,
 )
+POD_TOUCHES = Counter(
+    "ringcontroller_pod_touches_total",
+    "Member pods annotated with the epoch of their completed spec (so the kubelet refreshes the mounted "
+    "ConfigMap at once), by result (ok, gone, forbidden, error).",
+    ["result"],
+    registry=None,
+)
 INVALID_INPUTS = Counter(
     "ringcontroller_invalid_inputs_total",
     "Bad inputs found on workloads, pods and ConfigMaps, by reason.",
@@ -40,4 +47,4 @@ EVENTS = Counter(
 )
 
 #: Every collector above, for the daemon to register.
-ALL = (CONFIGMAP_WRITES, INVALID_INPUTS, JOBS, SPEC_LATENCY, EVENTS)
+ALL = (CONFIGMAP_WRITES, POD_TOUCHES, INVALID_INPUTS, JOBS, SPEC_LATENCY, EVENTS)

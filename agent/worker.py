@@ -12,20 +12,34 @@ Writes are conflict-safe: a replace carries the resourceVersion it was
 computed against; on 409 the worker reads the ConfigMap again and recomputes
 (the epoch follows what is really there). A ConfigMap without the
 controller's label is foreign and never modified.
+
+Delivery (``touch_pods``): once a completed spec is on the server, every
+member pod whose :data:`~model.keys.EPOCH_ANNOTATION` differs from the spec's
+epoch is annotated with it. The kubelet syncs a pod at once when the pod
+object changes, and that sync refreshes its ConfigMap volumes, so the mounted
+``cluster.json`` arrives in well under a second instead of at the next
+periodic sync (about a minute). It is level-triggered like the write: the
+annotation is compared on every sync (the informer's pod copies carry it), so
+a touch lost to a crash or an error is made by a later sync, and pods that
+already show the epoch cost nothing. A pod gone or replaced meanwhile is
+skipped (its own events resync the job); a 403 (the cluster forbids pod
+writes) is logged and counted once per epoch and not retried: the kubelet's
+periodic sync still delivers the file. Other failures raise, for a retry.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
 import structlog
 
 from agent import metrics
-from agent.api import Conflict, KubeAPI, NotFound
+from agent.api import ApiError, Conflict, KubeAPI, NotFound
 from agent.decide import Decision, Problem, decide
 from model.configmap import configmap_body, configmap_record
-from model.keys import MANAGED_LABEL, MANAGED_VALUE
+from model.keys import EPOCH_ANNOTATION, MANAGED_LABEL, MANAGED_VALUE
 from model.records import ConfigMapRecord, PodRecord, WorkloadRecord
 from ranktable.clusterspec import CLUSTER_FILE, STATUS_COMPLETED, ClusterSpec, SpecError, spec_from_json
 
@@ -33,6 +47,8 @@ log = structlog.get_logger()
 
 #: Attempts at one sync's write when the ConfigMap keeps changing under it.
 MAX_CONFLICTS = 3
+#: Pod annotations sent at once by one worker.
+TOUCH_CONCURRENCY = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +97,11 @@ def _check_owner(workload: WorkloadRecord, job: str | None) -> None:
 class JobWorker:
     """The per-job state and the write path. See the module doc for the protocol."""
 
-    def __init__(self, *, api: KubeAPI, hccl_version: str = "v2") -> None:
+    def __init__(self, *, api: KubeAPI, hccl_version: str = "v2", touch_pods: bool = True) -> None:
         self._api = api
         self._hccl_version = hccl_version
+        self._touch_pods = touch_pods
+        self._touch_forbidden: int | None = None  # epoch whose touches got 403
         self.written: Written | None = None
         self.status: str = ""
         self._reported: set[tuple[str, str]] = set()
@@ -115,6 +133,7 @@ class JobWorker:
                 if base is not None and base.data == decision.data:
                     self.written = base
                     await self._settled(workload, decision, bound, last_ready=last_ready, wrote=False)
+                    await self._touch(workload, decision.spec, pods, bound)
                     return decision
                 try:
                     self.written = await self._write(workload, decision, base)
@@ -130,6 +149,7 @@ class JobWorker:
                     expected=decision.spec.expected,
                 )
                 await self._settled(workload, decision, bound, last_ready=last_ready, wrote=True)
+                await self._touch(workload, decision.spec, pods, bound)
                 return decision
         except Untouchable as e:
             self.status = "invalid"
@@ -232,6 +252,53 @@ class JobWorker:
             f"cluster spec completed in ConfigMap {workload.configmap}: "
             f"{len(spec.members)} members, epoch {spec.epoch}",
         )
+
+    async def _touch(
+        self,
+        workload: WorkloadRecord,
+        spec: ClusterSpec,
+        pods: list[PodRecord],
+        bound: structlog.typing.FilteringBoundLogger,
+    ) -> None:
+        """Annotate the members of a completed ``spec`` that do not show its epoch yet (see the module doc)."""
+        if not self._touch_pods or spec.status != STATUS_COMPLETED or self._touch_forbidden == spec.epoch:
+            return
+        epoch = str(spec.epoch)
+        members = {m.uid for m in spec.members}
+        stale = [p for p in pods if p.uid in members and p.epoch_seen != epoch]
+        if not stale:
+            return
+        gate = asyncio.Semaphore(TOUCH_CONCURRENCY)
+
+        async def touch(pod: PodRecord) -> str:
+            async with gate:
+                try:
+                    await self._api.annotate_pod(
+                        pod.namespace, pod.name, uid=pod.uid, annotations={EPOCH_ANNOTATION: epoch}
+                    )
+                except (NotFound, Conflict):
+                    return "gone"
+                except ApiError as e:
+                    if e.status == 403:
+                        return "forbidden"
+                    raise
+                return "ok"
+
+        results = await asyncio.gather(*(touch(p) for p in stale), return_exceptions=True)
+        failed = [r for r in results if isinstance(r, BaseException)]
+        for result in results:
+            metrics.POD_TOUCHES.labels(result if isinstance(result, str) else "error").inc()
+        if "forbidden" in results:
+            self._touch_forbidden = spec.epoch
+            bound.warning(
+                "pods.touch_forbidden",
+                epoch=spec.epoch,
+                message="patching pods is forbidden: mounted specs arrive with the kubelet's periodic sync "
+                "(grant pods/patch as build/rbac.yaml does, or run with --no-touch-pods)",
+            )
+        if failed:
+            raise failed[0]
+        bound.debug("pods.touched", epoch=spec.epoch, pods=len(stale))
 
     async def _report(
         self, workload: WorkloadRecord, problems: tuple[Problem, ...], bound: structlog.typing.FilteringBoundLogger

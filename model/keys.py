@@ -37,6 +37,13 @@ JOB_ANNOTATION: Final = "ring-controller.io/job"
 #: together may hold 1 MiB (the API server's validation; metadata is not counted).
 CONFIGMAP_DATA_LIMIT: Final = 1024 * 1024
 
+#: Annotation the controller sets on each member pod to the epoch of the
+#: completed spec it belongs to. Any change to a pod makes the kubelet sync it
+#: at once, and that sync refreshes the pod's ConfigMap volumes: without it a
+#: mounted ``cluster.json`` follows only at the next periodic sync (about a
+#: minute). The only pod field the controller writes (``--touch-pods``).
+EPOCH_ANNOTATION: Final = "ring-controller.io/epoch"
+
 # Member ports ---------------------------------------------------------------
 
 #: Container port names, first found wins (ours, then TFJob's).

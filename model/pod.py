@@ -15,7 +15,7 @@ from __future__ import annotations
 from sys import intern
 from typing import Any
 
-from model.keys import DEFAULT_PORT, DEVICE_ANNOTATION
+from model.keys import DEFAULT_PORT, DEVICE_ANNOTATION, EPOCH_ANNOTATION
 from model.kinds import identify_pod
 from model.records import JobKey, PodRecord, PodUID
 from model.template import member_port, wants_devices
@@ -51,4 +51,5 @@ def pod_record(raw: Json, *, default_port: int = DEFAULT_PORT) -> PodRecord:
         devices=annotations.get(DEVICE_ANNOTATION),
         wants_devices=wants_devices(spec),
         port_error=port_error,
+        epoch_seen=annotations.get(EPOCH_ANNOTATION, ""),
     )

@@ -174,6 +174,8 @@ class PodRecord:
     devices: str | None
     wants_devices: bool
     port_error: str | None = None
+    #: The pod's :data:`model.keys.EPOCH_ANNOTATION` value ("" when absent).
+    epoch_seen: str = ""
 
     @property
     def key(self) -> ObjectKey:

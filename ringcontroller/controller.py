@@ -137,6 +137,7 @@ class Controller:
             configmap=lambda key: self.configmaps.store.get(key),
             requeue_after=self._requeue_after,
             hccl_version=options.ranktable_version,
+            touch_pods=options.touch_pods,
         )
         self._informers: list[asyncio.Task[None]] = []
         self._workers: list[asyncio.Task[None]] = []

@@ -40,7 +40,13 @@ class RestKubeAPI:
         self._instance = os.environ.get("POD_NAME") or socket.gethostname()
 
     async def request(
-        self, method: str, path: str, *, body: Json | None = None, query: list[tuple[str, str]] | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Json | None = None,
+        query: list[tuple[str, str]] | None = None,
+        content_type: str = "application/json",
     ) -> Json:
         """One JSON request; returns the body or raises ApiError/Conflict/NotFound."""
         status = 0
@@ -49,7 +55,7 @@ class RestKubeAPI:
                 path,
                 method,
                 query_params=query or [],
-                header_params={"Accept": "application/json", "Content-Type": "application/json"},
+                header_params={"Accept": "application/json", "Content-Type": content_type},
                 body=body,
                 auth_settings=["BearerToken"],
                 _preload_content=False,
@@ -87,6 +93,16 @@ class RestKubeAPI:
 
     async def replace_configmap(self, namespace: str, name: str, body: Json) -> Json:
         return await self.request("PUT", f"/api/v1/namespaces/{namespace}/configmaps/{name}", body=body)
+
+    async def annotate_pod(self, namespace: str, name: str, *, uid: str, annotations: dict[str, str]) -> None:
+        """A JSON merge patch of the pod's annotations; its ``metadata.uid`` is a
+        precondition (the server answers 409 when the name now holds another pod)."""
+        await self.request(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{name}",
+            body={"metadata": {"uid": uid, "annotations": annotations}},
+            content_type="application/merge-patch+json",
+        )
 
     async def emit_event(self, *, involved: Json, event_type: str, reason: str, message: str) -> None:
         """Create a core/v1 Event on ``involved``; failures are logged, not raised."""

@@ -57,6 +57,7 @@ class Options:
     log_format: str
     log_level: str
     shutdown_timeout: float
+    touch_pods: bool = True
 
 
 def parser() -> argparse.ArgumentParser:
@@ -85,6 +86,15 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--ranktable-version", choices=("v1", "v2"), default="v2", help="HCCL rank table format of hccl.json"
+    )
+    p.add_argument(
+        "--touch-pods",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="after a spec completes, annotate each member pod with its epoch (ring-controller.io/epoch) so the "
+        "kubelet refreshes the mounted ConfigMap at once (under a second) instead of at its next periodic sync "
+        "(about a minute); needs pods/patch, which build/rbac.yaml grants and fences to that one annotation with "
+        "a ValidatingAdmissionPolicy. --no-touch-pods for clusters that forbid pod writes",
     )
     p.add_argument("--default-port", type=int, default=DEFAULT_PORT, help="member port when the pod names none")
     p.add_argument("--metrics-bind-address", default=":8080", help="address of /metrics; '0' disables")
@@ -156,4 +166,5 @@ def parse(argv: list[str] | None = None) -> Options:
         log_format=a.log_format,
         log_level=a.log_level,
         shutdown_timeout=a.shutdown_timeout,
+        touch_pods=a.touch_pods,
     )

@@ -92,6 +92,9 @@ class _SlowApi:
     async def replace_configmap(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         return body
 
+    async def annotate_pod(self, namespace: str, name: str, *, uid: str, annotations: dict[str, str]) -> None:
+        return None
+
     async def emit_event(self, *, involved: dict[str, Any], event_type: str, reason: str, message: str) -> None:
         await self.release.wait()
         if self.fail:

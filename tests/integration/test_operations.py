@@ -29,6 +29,7 @@ from kubernetes_asyncio import config as async_config
 from kubernetes_asyncio.client import ApiClient, Configuration
 from prometheus_client import CollectorRegistry
 
+from model.keys import EPOCH_ANNOTATION
 from ringcontroller.kubeapi import RestKubeAPI
 from ringcontroller.leader import LeaderElector
 from ringdevcluster import Cluster
@@ -307,6 +308,8 @@ async def test_candidates_racing_for_a_free_lease_elect_exactly_one(kubeconfig: 
 
 # -- the shipped RBAC --------------------------------------------------------------
 
+POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+
 
 def _retarget(doc: Json, namespace: str) -> Json:
     """A manifest moved into the test's namespace; cluster-scoped names made unique."""
@@ -314,10 +317,17 @@ def _retarget(doc: Json, namespace: str) -> Json:
     meta = doc["metadata"]
     if "namespace" in meta:
         meta["namespace"] = namespace
-    if doc["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+    if doc["kind"] in ("ClusterRole", "ClusterRoleBinding", *POLICY_KINDS):
         meta["name"] = f"{meta['name']}-{namespace}"
     if doc["kind"] == "ClusterRoleBinding":
         doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-{namespace}"
+    if doc["kind"] == "ValidatingAdmissionPolicyBinding":
+        doc["spec"]["policyName"] = f"{doc['spec']['policyName']}-{namespace}"
+    if doc["kind"] == "ValidatingAdmissionPolicy":
+        for condition in doc["spec"]["matchConditions"]:  # the shipped account, moved like the others
+            condition["expression"] = condition["expression"].replace(
+                "system:serviceaccount:ring-controller:", f"system:serviceaccount:{namespace}:"
+            )
     for subject in doc.get("subjects", []):
         subject["namespace"] = namespace
     return doc
@@ -358,10 +368,16 @@ def test_shipped_rbac_runs_the_full_flow_and_forbids_everything_else(
     rbac = [_retarget(d, namespace) for d in _manifests("rbac.yaml")]
     deploy = {d["kind"]: _retarget(d, namespace) for d in _manifests("ring-controller.yaml")}
     cluster_scoped = [d for d in rbac if d["kind"].startswith("Cluster")]
+    policies = [d for d in rbac if d["kind"] in POLICY_KINDS]
+    admission = client.AdmissionregistrationV1Api(k8s.api)
     try:
         for doc in rbac:
             kind = doc["kind"]
-            if kind == "ClusterRole":
+            if kind == "ValidatingAdmissionPolicy":
+                admission.create_validating_admission_policy(doc)
+            elif kind == "ValidatingAdmissionPolicyBinding":
+                admission.create_validating_admission_policy_binding(doc)
+            elif kind == "ClusterRole":
                 k8s.rbac.create_cluster_role(doc)
             elif kind == "ClusterRoleBinding":
                 k8s.rbac.create_cluster_role_binding(doc)
@@ -379,6 +395,24 @@ def test_shipped_rbac_runs_the_full_flow_and_forbids_everything_else(
         user = f"system:serviceaccount:{namespace}:{account}"
         groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"]
         sa_kubeconfig = devcluster.user_kubeconfig(user=user, groups=groups)
+        sa_api = config.new_client_from_config(config_file=str(sa_kubeconfig))  # type: ignore[no-untyped-call]
+        core = client.CoreV1Api(sa_api)
+        # The policy is in force once the API server denies a dry-run label change by the account.
+        probe = k8s.core.create_namespaced_pod(
+            namespace, {"metadata": {"name": "probe"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+        )
+        wait_for(
+            lambda: (
+                _status(
+                    lambda: core.patch_namespaced_pod(
+                        "probe", namespace, {"metadata": {"labels": {"x": "y"}}}, dry_run="All"
+                    )
+                )
+                == 403
+            ),
+            what="the ValidatingAdmissionPolicy in force",
+        )
+        k8s.core.delete_namespaced_pod(probe.metadata.name, namespace, grace_period_seconds=0)
         proc = controllers.start("sa", kubeconfig=sa_kubeconfig, extra=SHORT)
         wait_leader(proc)
         spec = run_job(k8s, namespace, "rbac")
@@ -388,22 +422,66 @@ def test_shipped_rbac_runs_the_full_flow_and_forbids_everything_else(
             what="SpecCompleted event",
         )
         assert proc.metric("ringcontroller_api_requests_total", code="403") is None
+        # Delivery: the controller annotated every member with the epoch, through RBAC and the policy.
+        wait_for(
+            lambda: all(
+                (k8s.core.read_namespaced_pod(m["pod"], namespace).metadata.annotations or {}).get(EPOCH_ANNOTATION)
+                == str(spec["epoch"])
+                for m in spec["members"]
+            ),
+            what="every member annotated with the epoch",
+        )
+        assert proc.metric("ringcontroller_pod_touches_total", result="ok") == 3
 
-        sa_api = config.new_client_from_config(config_file=str(sa_kubeconfig))  # type: ignore[no-untyped-call]
         try:
-            core = client.CoreV1Api(sa_api)
             secret = k8s.core.create_namespaced_secret(namespace, {"metadata": {"name": "s"}, "stringData": {"k": "v"}})
             pod = spec["members"][0]["pod"]
             assert len(core.list_namespaced_pod(namespace).items) == 3  # the identity works
+
+            def patch(body: Json) -> int:
+                return _status(lambda: core.patch_namespaced_pod(pod, namespace, body))
+
+            # RBAC grants patch; the policy lets through the epoch annotation and nothing else.
+            assert patch({"metadata": {"annotations": {EPOCH_ANNOTATION: "99"}}}) == 200
+            assert patch({"metadata": {"annotations": {EPOCH_ANNOTATION: "x; rm -rf"}}}) == 403
+            assert patch({"metadata": {"labels": {"x": "y"}}}) == 403
+            assert patch({"metadata": {"annotations": {"other": "y"}}}) == 403
+            assert patch({"metadata": {"annotations": {EPOCH_ANNOTATION: "100", "other": "y"}}}) == 403
+            assert patch({"spec": {"activeDeadlineSeconds": 5}}) == 403
+            assert patch({"metadata": {"finalizers": ["example.com/hold"]}}) == 403
             assert (
-                _status(lambda: core.patch_namespaced_pod(pod, namespace, {"metadata": {"labels": {"x": "y"}}})) == 403
+                _status(lambda: core.patch_namespaced_pod_status(pod, namespace, {"status": {"phase": "Failed"}}))
+                == 403
             )
+            assert _status(lambda: core.delete_namespaced_pod(pod, namespace)) == 403
+            after = k8s.core.read_namespaced_pod(pod, namespace)
+            assert "other" not in after.metadata.annotations
+            # The "99" got through; the controller, level-triggered, sets its epoch back.
+            wait_for(
+                lambda: (
+                    k8s.core.read_namespaced_pod(pod, namespace).metadata.annotations.get(EPOCH_ANNOTATION)
+                    == str(spec["epoch"])
+                ),
+                what="the controller restoring the epoch annotation",
+            )
+            assert after.spec.active_deadline_seconds is None and "x" not in (after.metadata.labels or {})
             assert _status(lambda: core.read_namespaced_secret(secret.metadata.name, namespace)) == 403
             assert _status(lambda: core.delete_namespaced_config_map("rings-config-rbac", namespace)) == 403
         finally:
             sa_api.close()
     finally:
         controllers.stop_all()
+        for doc in policies:
+            delete_policy = (
+                admission.delete_validating_admission_policy
+                if doc["kind"] == "ValidatingAdmissionPolicy"
+                else admission.delete_validating_admission_policy_binding
+            )
+            try:
+                delete_policy(doc["metadata"]["name"])
+            except ApiException as e:
+                if e.status != 404:
+                    raise
         for doc in cluster_scoped:
             delete = (
                 k8s.rbac.delete_cluster_role if doc["kind"] == "ClusterRole" else k8s.rbac.delete_cluster_role_binding

@@ -19,6 +19,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from agent import metrics as agent_metrics
+from model.keys import EPOCH_ANNOTATION
 from model.kinds import KINDS
 from ringcontroller.metrics import (
     ClientMetrics,
@@ -151,7 +152,7 @@ class TestRbac:
     def test_cluster_role_grants_exactly_what_the_controller_uses(self, rbac: list[Json]) -> None:
         rules = one(rbac, "ClusterRole")["rules"]
         read = {"get", "list", "watch"}
-        assert rules_for(rules, "", "pods") == read
+        assert rules_for(rules, "", "pods") == read | {"patch"}  # patch: the epoch annotation (--touch-pods)
         for group, resource in [
             ("batch.volcano.sh", "jobs"), ("jobset.x-k8s.io", "jobsets"),
             ("trainer.kubeflow.org", "trainjobs"), ("trainer.kubeflow.org", "clustertrainingruntimes"), ("apps", "deployments"),
@@ -192,6 +193,21 @@ class TestRbac:
             assert binding["subjects"] == [
                 {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
             ]
+
+    def test_pod_patch_is_fenced_by_a_policy_naming_the_shipped_account(
+        self, rbac: list[Json], deploy_docs: list[Json]
+    ) -> None:
+        account = one(deploy_docs, "ServiceAccount")["metadata"]
+        policy = one(rbac, "ValidatingAdmissionPolicy")
+        binding = one(rbac, "ValidatingAdmissionPolicyBinding")
+        assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+        assert binding["spec"]["validationActions"] == ["Deny"]
+        assert policy["spec"]["failurePolicy"] == "Fail"
+        (condition,) = policy["spec"]["matchConditions"]
+        assert f'"system:serviceaccount:{account["namespace"]}:{account["name"]}"' in condition["expression"]
+        (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+        assert rule["resources"] == ["pods", "pods/*"] and rule["operations"] == ["UPDATE"]
+        assert f"'{EPOCH_ANNOTATION}'" in policy["spec"]["variables"][0]["expression"]
 
 
 def exported_names() -> set[str]:

@@ -1,6 +1,6 @@
 """The per-job worker's write path, on an in-memory ConfigMap store.
 
-``MemoryAPI`` implements the agent's four-verb ``KubeAPI`` protocol over a
+``MemoryAPI`` implements the agent's ``KubeAPI`` protocol over a
 dict with resourceVersions and 409/404 like the API server's, so the state
 machine (informer lag, foreign edits, deletions, conflicts, restarts) is
 tested on plain data. The real API server is exercised by the integration
@@ -10,12 +10,14 @@ tests.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from typing import Any
 
 import pytest
 
-from agent.api import Conflict, NotFound
+from agent import metrics
+from agent.api import ApiError, Conflict, NotFound
 from agent.worker import JobWorker
 from model.configmap import configmap_record
 from model.pod import pod_record
@@ -34,6 +36,9 @@ class MemoryAPI:
         self.cms: dict[tuple[str, str], Json] = {}
         self.events: list[tuple[str, str]] = []
         self.calls: list[str] = []
+        #: Pod annotation patches: (name, uid, annotations); ``pod_error`` raised instead when set.
+        self.touches: list[tuple[str, str, dict[str, str]]] = []
+        self.pod_error: dict[str, Exception] = {}
         self._rv = 100
         self._uid = 0
 
@@ -83,6 +88,11 @@ class MemoryAPI:
 
     async def emit_event(self, *, involved: Json, event_type: str, reason: str, message: str) -> None:
         self.events.append((event_type, reason))
+
+    async def annotate_pod(self, namespace: str, name: str, *, uid: str, annotations: dict[str, str]) -> None:
+        if name in self.pod_error:
+            raise self.pod_error[name]
+        self.touches.append((name, uid, dict(annotations)))
 
 
 def _job(workers: int = 2) -> tuple[Json, WorkloadRecord]:
@@ -227,3 +237,90 @@ async def test_epoch_is_stable_across_identical_syncs(workers: int) -> None:
     for _ in range(3):
         await w.sync(wl, _pods(raw, workers), api.record("ns", "rings-config-j"))
     assert _spec(api)["epoch"] == 1 and api.calls.count("update") + api.calls.count("create") == 1
+
+
+# Delivery: member pods annotated with the completed epoch ----------------------------------------
+
+
+def _shown(pods: list[PodRecord], epoch: int) -> list[PodRecord]:
+    """The pods as the informer shows them once our annotation landed."""
+    return [dataclasses.replace(p, epoch_seen=str(epoch)) for p in pods]
+
+
+async def test_completed_spec_annotates_every_member_once_with_its_epoch() -> None:
+    api = MemoryAPI()
+    raw, wl = _job(3)
+    w = JobWorker(api=api)
+    await w.sync(wl, _pods(raw, 2), None)
+    assert api.touches == []  # initializing: nobody to tell
+    pods = _pods(raw, 3)
+    await w.sync(wl, pods, api.record("ns", "rings-config-j"))
+    epoch = _spec(api)["epoch"]
+    assert sorted(api.touches) == sorted((p.name, p.uid, {"ring-controller.io/epoch": str(epoch)}) for p in pods)
+    api.touches.clear()
+    await w.sync(wl, _shown(pods, epoch), api.record("ns", "rings-config-j"))
+    assert api.touches == []  # every pod shows the epoch: no call
+
+
+async def test_a_touch_not_seen_yet_is_made_again_by_a_later_sync() -> None:
+    api = MemoryAPI()
+    raw, wl = _job(2)
+    w = JobWorker(api=api)
+    pods = _pods(raw, 2)
+    await w.sync(wl, pods, None)
+    epoch = _spec(api)["epoch"]
+    api.touches.clear()
+    # The informer shows the first pod annotated, the second not (the patch was lost).
+    await w.sync(wl, [*_shown(pods[:1], epoch), pods[1]], api.record("ns", "rings-config-j"))
+    assert [t[0] for t in api.touches] == [pods[1].name]
+
+
+async def test_a_replacement_gets_the_new_epoch_and_the_survivor_too() -> None:
+    api = MemoryAPI()
+    raw, wl = _job(2)
+    w = JobWorker(api=api)
+    pods = _pods(raw, 2)
+    await w.sync(wl, pods, None)
+    first = _spec(api)["epoch"]
+    replaced = [_shown(pods, first)[0], _pods(raw, 2, base=10)[1]]
+    api.touches.clear()
+    await w.sync(wl, replaced, api.record("ns", "rings-config-j"))
+    second = _spec(api)["epoch"]
+    assert second > first
+    assert sorted(api.touches) == sorted((p.name, p.uid, {"ring-controller.io/epoch": str(second)}) for p in replaced)
+
+
+async def test_no_touch_pods_writes_nothing_to_pods() -> None:
+    api = MemoryAPI()
+    raw, wl = _job(2)
+    w = JobWorker(api=api, touch_pods=False)
+    await w.sync(wl, _pods(raw, 2), None)
+    assert _spec(api)["status"] == "completed" and api.touches == []
+
+
+async def test_forbidden_touch_is_counted_once_and_not_retried_for_that_epoch() -> None:
+    api = MemoryAPI()
+    raw, wl = _job(2)
+    pods = _pods(raw, 2)
+    api.pod_error = {p.name: ApiError(403, "forbidden") for p in pods}
+    forbidden = metrics.POD_TOUCHES.labels("forbidden")
+    before = forbidden._value.get()
+    w = JobWorker(api=api)
+    decision = await w.sync(wl, pods, None)  # does not raise: the spec is written, delivery falls back
+    assert decision.spec.status == "completed" and _spec(api)["status"] == "completed"
+    assert forbidden._value.get() - before == 2
+    await w.sync(wl, pods, api.record("ns", "rings-config-j"))
+    assert forbidden._value.get() - before == 2  # not asked again for this epoch
+
+
+async def test_gone_member_is_skipped_and_other_failures_raise_for_a_retry() -> None:
+    api = MemoryAPI()
+    raw, wl = _job(2)
+    pods = _pods(raw, 2)
+    api.pod_error = {pods[0].name: NotFound(404, "gone"), pods[1].name: Conflict(409, "uid precondition")}
+    w = JobWorker(api=api)
+    await w.sync(wl, pods, None)  # both skipped without raising
+    api.pod_error = {pods[0].name: ApiError(500, "etcd timeout")}
+    with pytest.raises(ApiError):
+        await w.sync(wl, pods, api.record("ns", "rings-config-j"))
+    assert [t[0] for t in api.touches] == [pods[1].name]  # the other pod was still annotated
