@@ -9,7 +9,7 @@ unit-tested without a cluster:
   time, then name: a replacement pod takes the last rank.
 - A pod fills a slot only if it belongs to the workload's current incarnation
   (owner uid) and version; pods of older job versions are ignored.
-- A member counts when its pod is Running with an IP, its port is valid and,
+- A member counts when its pod is Running with an IP, its port and slots are valid and,
   where devices are wanted, it carries a valid device annotation.
 - The spec is ``completed`` only when every slot holds a counting member; it
   then lists all members. Until then it is ``initializing`` and lists none, so
@@ -155,6 +155,9 @@ def decide(
         if pod.port_error:
             problems.append(Problem("invalid_port", f"pod {pod.name}: {pod.port_error}"))
             continue
+        if pod.slots_error:
+            problems.append(Problem("invalid_slots", f"pod {pod.name}: {pod.slots_error}"))
+            continue
         annotation: DeviceAnnotation | None = None
         if task_devices.get(task) or pod.wants_devices:
             if pod.devices is None:
@@ -207,4 +210,5 @@ def _member(rank: int, task: str, index: int, pod: PodRecord, annotation: Device
         node=pod.node,
         host=(annotation.server_id or pod.host_ip) if annotation is not None else pod.host_ip,
         devices=annotation.devices if annotation is not None else (),
+        slots=pod.slots,
     )

@@ -334,6 +334,7 @@ def _event_reason(reason: str) -> str:
         return "InvalidDeviceAnnotation"
     return {
         "invalid_port": "InvalidPort",
+        "invalid_slots": "InvalidSlots",
         "invalid_workload": "InvalidWorkload",
         "too_large": "SpecTooLarge",
         "foreign_configmap": "ForeignConfigMap",

@@ -54,6 +54,13 @@ PORT_ANNOTATION: Final = "ring-controller/port"
 PORT_ENV: Final = "TF_WORKER_PORT"
 DEFAULT_PORT: Final = 2222
 
+# Member slots (processes per pod: MPI hostfile slots, torchrun's nproc) ----
+
+#: Pod annotation giving the member's slots.
+SLOTS_ANNOTATION: Final = "ring-controller/slots"
+#: Container env giving the member's slots when the annotation is absent.
+SLOTS_ENV: Final = "RING_SLOTS"
+
 # Devices ---------------------------------------------------------------------
 
 #: Annotation the Ascend device plugin writes on a pod once devices are bound.

@@ -18,7 +18,7 @@ from typing import Any
 from model.keys import DEFAULT_PORT, DEVICE_ANNOTATION, EPOCH_ANNOTATION
 from model.kinds import identify_pod
 from model.records import JobKey, PodRecord, PodUID
-from model.template import member_port, wants_devices
+from model.template import member_port, member_slots, wants_devices
 
 Json = dict[str, Any]
 
@@ -31,6 +31,7 @@ def pod_record(raw: Json, *, default_port: int = DEFAULT_PORT) -> PodRecord:
     annotations = meta.get("annotations") or {}
     identity = identify_pod(meta)
     port, port_error = member_port(spec, annotations, default=default_port)
+    slots, slots_error = member_slots(spec, annotations)
     return PodRecord(
         namespace=intern(str(meta.get("namespace", ""))),
         name=str(meta.get("name", "")),
@@ -52,4 +53,6 @@ def pod_record(raw: Json, *, default_port: int = DEFAULT_PORT) -> PodRecord:
         wants_devices=wants_devices(spec),
         port_error=port_error,
         epoch_seen=annotations.get(EPOCH_ANNOTATION, ""),
+        slots=slots,
+        slots_error=slots_error,
     )

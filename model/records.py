@@ -152,7 +152,9 @@ class PodRecord:
     ``version`` is None when the pod carries no version (it then matches any).
     ``job_index`` is the pod's Job within its task (JobSet), else 0.
     ``devices`` is the raw device annotation, parsed by the agent so that a
-    bad one can be reported on the workload.
+    bad one can be reported on the workload. ``slots`` is the member's process
+    count (:func:`model.template.member_slots`); ``port_error`` and
+    ``slots_error`` say why a malformed rule keeps the pod from counting.
     """
 
     namespace: str
@@ -176,6 +178,8 @@ class PodRecord:
     port_error: str | None = None
     #: The pod's :data:`model.keys.EPOCH_ANNOTATION` value ("" when absent).
     epoch_seen: str = ""
+    slots: int = 1
+    slots_error: str | None = None
 
     @property
     def key(self) -> ObjectKey:

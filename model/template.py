@@ -16,6 +16,8 @@ from model.keys import (
     PORT_ANNOTATION,
     PORT_ENV,
     PORT_NAMES,
+    SLOTS_ANNOTATION,
+    SLOTS_ENV,
 )
 from model.records import TaskSpec
 
@@ -105,3 +107,36 @@ def member_port(spec: Json, annotations: dict[str, str], *, default: int = DEFAU
                 except ValueError as e:
                     return default, f"env {PORT_ENV}: {e}"
     return default, None
+
+
+def member_slots(spec: Json, annotations: dict[str, str]) -> tuple[int, str | None]:
+    """The member's slots (processes in the pod), and an error if the rule was malformed.
+
+    First found wins: the pod annotation ``ring-controller/slots``; a literal
+    ``RING_SLOTS`` container env; else 1. A malformed value is reported and
+    the member does not count, as for ports.
+    """
+    if SLOTS_ANNOTATION in annotations:
+        try:
+            return parse_slots(annotations[SLOTS_ANNOTATION]), None
+        except ValueError as e:
+            return 1, f"annotation {SLOTS_ANNOTATION}: {e}"
+    for container in _containers(spec):
+        for env in container.get("env") or []:
+            if env.get("name") == SLOTS_ENV and "value" in env:
+                try:
+                    return parse_slots(env["value"]), None
+                except ValueError as e:
+                    return 1, f"env {SLOTS_ENV}: {e}"
+    return 1, None
+
+
+def parse_slots(value: object) -> int:
+    """``value`` as a slot count (1..65535), or ValueError saying why it is not one."""
+    try:
+        slots = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"slots {value!r} is not an integer") from None
+    if not 1 <= slots <= 65535:
+        raise ValueError(f"slots {slots} is outside 1-65535")
+    return slots

@@ -44,6 +44,9 @@ STATUSES: Final = (STATUS_INITIALIZING, STATUS_COMPLETED)
 #: a ``worker``.
 KNOWN_ROLES: Final = ("chief", "worker", "ps", "evaluator")
 DEFAULT_ROLE: Final = "worker"
+#: A member's ``slots`` when the spec does not say: one process per pod. Not
+#: written when it is the value, so specs without slots keep their text.
+DEFAULT_SLOTS: Final = 1
 
 _CANONICAL_UINT = re.compile(r"0|[1-9][0-9]*")
 
@@ -88,7 +91,8 @@ class Member:
 
     ``host`` is the server id the HCCL rank table uses for the pod: the device
     annotation's ``server_id`` when present, else the pod's hostIP; empty for
-    jobs without devices.
+    jobs without devices. ``slots`` is how many processes the pod runs (MPI
+    hostfile slots, torchrun's processes per node), at least 1.
     """
 
     rank: int
@@ -102,6 +106,7 @@ class Member:
     node: str
     host: str = ""
     devices: tuple[Device, ...] = ()
+    slots: int = 1
 
     @property
     def address(self) -> str:
@@ -217,6 +222,8 @@ def _check_member(member: Member, where: str) -> None:
         check_ip(member.host, f"{where}.host")
     if isinstance(member.port, bool) or not isinstance(member.port, int) or not 1 <= member.port <= 65535:
         raise SpecError(f"{where}.port: {member.port!r} is not a port number (1..65535)")
+    if isinstance(member.slots, bool) or not isinstance(member.slots, int) or member.slots < 1:
+        raise SpecError(f"{where}.slots: {member.slots!r} is not a positive integer")
     ids: set[str] = set()
     ips: set[str] = set()
     for d, device in enumerate(member.devices):
@@ -295,6 +302,7 @@ def spec_to_dict(spec: ClusterSpec) -> dict[str, Any]:
                 "node": m.node,
                 "host": m.host,
                 "devices": [{"id": d.device_id, "ip": d.device_ip} for d in m.devices],
+                **({"slots": m.slots} if m.slots != DEFAULT_SLOTS else {}),
             }
             for m in spec.members
         ],
@@ -367,6 +375,9 @@ def _member(raw: object, where: str) -> Member:
     host = obj.get("host", "")
     if not isinstance(host, str):
         raise SpecError(f"{prefix}host: expected a string, got {_kind(host)}")
+    slots = obj.get("slots", DEFAULT_SLOTS)
+    if isinstance(slots, bool) or not isinstance(slots, int):
+        raise SpecError(f"{prefix}slots: expected an integer, got {_kind(slots)}")
     return Member(
         rank=_int(obj, "rank", prefix),
         task=_str(obj, "task", prefix),
@@ -379,6 +390,7 @@ def _member(raw: object, where: str) -> Member:
         node=_str(obj, "node", prefix),
         host=host,
         devices=tuple(devices),
+        slots=slots,
     )
 
 

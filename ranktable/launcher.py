@@ -1,25 +1,30 @@
-"""``ring-launch``: wait for the cluster spec, export the environment, exec the trainer.
+"""``ring-launch``: wait for the cluster spec, export every framework's environment, run the trainer.
 
 Usage::
 
     ring-launch [--config-dir DIR] [--timeout S] [--poll-interval S] [--pod NAME]
                 [--from-api [--namespace NS] [--configmap NAME] [--kubeconfig FILE]]
+                [--hostfile-dir DIR] [--supervise [--grace-period S] [--max-restarts N]]
                 -- CMD [ARG ...]
+    ring-launch [options] --print env|json|hostfile
 
 It runs as the training container's entry point, before any framework is
 imported. It waits (:mod:`ranktable.wait`) until the spec is ``completed`` and
-lists this pod, then sets
+lists this pod, then sets every variable of
+:data:`ranktable.exports.FRAMEWORKS` (``TF_CONFIG``; PyTorch's and torchrun's;
+JAX's; PaddlePaddle's; MindSpore's; ``RANK_TABLE_FILE`` when the job has
+Ascend devices and a rank table is present, ``DIR/hccl.json``, in API mode a
+temporary copy; MPI hostfiles written to ``--hostfile-dir``; ``RING_EPOCH``),
+and then either
 
-* ``TF_CONFIG`` (:func:`ranktable.tfconfig.tf_config`),
-* ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``
-  (:func:`ranktable.torchenv.torch_env`),
-* ``RANK_TABLE_FILE`` when the job has Ascend devices and a rank table is
-  present (``DIR/hccl.json``; in API mode a temporary copy),
-* ``RING_EPOCH``, the spec's epoch,
-
-and replaces itself with ``CMD`` (``os.execvp``): the trainer keeps the
-container's PID, receives its signals directly and its exit code is the
-container's. Nothing stays behind to forward signals or reap children.
+* replaces itself with ``CMD`` (``os.execvp``, the default): the trainer keeps
+  the container's PID, receives its signals directly and its exit code is the
+  container's; or
+* with ``--supervise``, stays the parent and restarts CMD in place when the
+  membership changes (:mod:`ranktable.supervise`); or
+* with ``--print``, prints what it would export (``env``: ``KEY=value`` lines,
+  shell-quoted, for ``eval``; ``json``: one object; ``hostfile``: the hostfile
+  text) and exits 0.
 
 Why a launcher and not DNS: the spec holds every member's pod IP and port the
 moment the last member is Running, so the trainer starts with a complete,
@@ -32,9 +37,10 @@ This module imports no Kubernetes client; ``--from-api`` loads
 :mod:`ranktable.apiwatch` (and through it the ``kubernetes`` package) only
 when used, which keeps a file-mode start fast.
 
-Exit codes (when CMD was not started): 2 usage error, 3 this pod never
-appeared in the completed spec, 65 malformed spec, 124 timeout, 1 API access
-or I/O error, 126/127 CMD not executable / not found.
+Exit codes (when CMD was not started or did not end by itself): 2 usage error,
+3 this pod never appeared in the completed spec, 4 ``--max-restarts`` spent,
+65 malformed spec, 124 timeout, 1 API access or I/O error, 126/127 CMD not
+executable / not found.
 """
 
 from __future__ import annotations
@@ -42,12 +48,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
+import tempfile
 from typing import Final
 
+from ranktable import supervise
 from ranktable.clusterspec import PodNotInSpec, SpecError
-from ranktable.tfconfig import tf_config
-from ranktable.torchenv import torch_env
+from ranktable.exports import frameworks_text, member_env
+from ranktable.hostfile import FILE_NAMES, hostfile_text
 from ranktable.wait import (
     DEFAULT_POLL_INTERVAL,
     FileSource,
@@ -71,27 +80,40 @@ EXIT_NOT_FOUND: Final = 127
 _EPILOG = """\
 environment read: POD_NAME (else HOSTNAME) names this pod; POD_UID and POD_IP,
 when set, must match the spec's member. RING_CONFIG_DIR, RING_TIMEOUT,
-RING_CONFIGMAP (else rings-config-$RING_JOB_NAME), POD_NAMESPACE give defaults
-for the options.
+RING_CONFIGMAP (else rings-config-$RING_JOB_NAME), POD_NAMESPACE,
+RING_HOSTFILE_DIR give defaults for the options.
 
-environment set for CMD: TF_CONFIG, RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
-RING_EPOCH, and RANK_TABLE_FILE for jobs with Ascend devices.
+environment set for CMD, by framework (a trainer reads its own and ignores
+the rest):
+%s
 
 --from-api needs the pod's service account to have get, list and watch on
 that one ConfigMap: a Role with apiGroups [""], resources ["configmaps"],
 resourceNames [NAME], verbs ["get","list","watch"], bound to the account.
 
-exit codes: 2 usage, 3 pod not in the completed spec, 65 malformed spec,
-124 timeout, 1 API/I-O error, 126/127 CMD not executable/not found;
-otherwise CMD's own exit code."""
+--supervise: ring-launch stays the parent. When the spec moves to a new epoch
+(a peer replaced, an address changed) it stops CMD (SIGTERM to its process
+group, SIGKILL after --grace-period), waits for the completed spec that still
+lists this pod and starts CMD again with the new environment and
+RING_RESTART_COUNT=1, 2, ...; SIGTERM/SIGINT/SIGHUP are forwarded to CMD; it
+exits with CMD's code when CMD ends by itself. The trainer must resume from
+its own checkpoint. File mode sees a change only at the kubelet's next volume
+sync: prefer --from-api with --supervise.
+
+exit codes: 2 usage, 3 pod not in the completed spec, 4 --max-restarts spent,
+65 malformed spec, 124 timeout, 1 API/I-O error, 126/127 CMD not
+executable/not found; otherwise CMD's own exit code (128+N for signal N)."""
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ring-launch",
-        usage="ring-launch [options] -- CMD [ARG ...]",
-        description="Wait for this pod's completed cluster spec, export TF_CONFIG and friends, exec CMD.",
-        epilog=_EPILOG,
+        usage="ring-launch [options] -- CMD [ARG ...]\n       ring-launch [options] --print env|json|hostfile",
+        description=(
+            "Wait for this pod's completed cluster spec, export every framework's variables "
+            "(TF_CONFIG, torch, JAX, Paddle, MindSpore, MPI hostfiles), exec or supervise CMD."
+        ),
+        epilog=_EPILOG % frameworks_text(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -121,26 +143,69 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--kubeconfig", default=None, help="API mode: kubeconfig file (default: in-cluster, else $KUBECONFIG)"
     )
+    parser.add_argument(
+        "--hostfile-dir",
+        default=None,
+        help="directory the MPI hostfiles are written to (env RING_HOSTFILE_DIR, default $TMPDIR/ring-launch)",
+    )
+    parser.add_argument(
+        "--print",
+        dest="print_as",
+        choices=("env", "json", "hostfile"),
+        default=None,
+        help="wait, print what would be exported (env: shell-quoted KEY=value lines; json; hostfile), exit 0",
+    )
+    parser.add_argument(
+        "--supervise", action="store_true", help="stay the parent: restart CMD in place when the membership changes"
+    )
+    parser.add_argument(
+        "--grace-period",
+        type=float,
+        default=supervise.DEFAULT_GRACE,
+        help=f"--supervise: seconds between SIGTERM and SIGKILL of CMD (default {supervise.DEFAULT_GRACE:g})",
+    )
+    parser.add_argument(
+        "--max-restarts",
+        type=int,
+        default=supervise.DEFAULT_MAX_RESTARTS,
+        help=f"--supervise: restarts allowed before giving up with exit 4 (default {supervise.DEFAULT_MAX_RESTARTS})",
+    )
     return parser
+
+
+def default_hostfile_dir() -> str:
+    """``$RING_HOSTFILE_DIR``, else ``$TMPDIR/ring-launch``."""
+    return os.environ.get("RING_HOSTFILE_DIR") or os.path.join(tempfile.gettempdir(), "ring-launch")
+
+
+def write_hostfiles(ready: Ready, directory: str) -> str | None:
+    """Write both hostfiles of ``ready`` into ``directory`` (atomically); the directory, or None if not writable."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+        for flavor, name in FILE_NAMES.items():
+            path = os.path.join(directory, name)
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.")
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(hostfile_text(ready.spec, flavor=flavor))
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+    except OSError as err:
+        _log(f"warning: cannot write hostfiles to {directory} ({err}); the hostfile variables are not set")
+        return None
+    return directory
 
 
 def _log(message: str) -> None:
     print(f"ring-launch: {message}", file=sys.stderr, flush=True)
 
 
-def launch_env(ready: Ready, *, rank_table_file: str | None) -> dict[str, str]:
-    """The variables exported for the member in ``ready``.
+def launch_env(ready: Ready, *, rank_table_file: str | None, hostfile_dir: str | None = None) -> dict[str, str]:
+    """The variables exported for the member in ``ready`` (:func:`ranktable.exports.member_env`).
 
-    Raises :class:`SpecError` if the spec breaks TensorFlow's rules (see
+    Raises :class:`SpecError` if the spec breaks a framework's rules (see
     :func:`~ranktable.tfconfig.tf_config`).
     """
-    pod = ready.member.pod
-    env = {"TF_CONFIG": json.dumps(tf_config(ready.spec, pod=pod), separators=(",", ":"))}
-    env.update(torch_env(ready.spec, pod=pod))
-    env["RING_EPOCH"] = str(ready.spec.epoch)
-    if rank_table_file:
-        env["RANK_TABLE_FILE"] = rank_table_file
-    return env
+    return member_env(ready.spec, pod=ready.member.pod, rank_table_file=rank_table_file, hostfile_dir=hostfile_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,9 +221,15 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(options)
     except SystemExit as stop:  # --help, or a usage error argparse already printed
         return int(stop.code or 0)
-    if not command:
+    if args.print_as is not None and (command or args.supervise):
+        _log("error: --print takes no command and no --supervise")
+        return EXIT_USAGE
+    if not command and args.print_as is None:
         parser.print_usage(sys.stderr)
         _log("error: no command given; put it after `--`")
+        return EXIT_USAGE
+    if args.grace_period < 0 or args.max_restarts < 0:
+        _log("error: --grace-period and --max-restarts must not be negative")
         return EXIT_USAGE
     try:
         timeout = default_timeout() if args.timeout is None else args.timeout
@@ -184,14 +255,20 @@ def main(argv: list[str] | None = None) -> int:
         source = FileSource(args.config_dir or default_config_dir(), interval=args.poll_interval)
 
     identity = identity_from_env(args.pod)
-    try:
-        ready = wait_for_spec(source, identity, timeout=timeout, progress=_log)
+    hostfile_dir = args.hostfile_dir or default_hostfile_dir()
+
+    def environment(ready: Ready) -> dict[str, str]:
         rank_table_file = None
         if ready.hccl is not None:
             rank_table_file = source.rank_table_path(ready.hccl)
         elif ready.spec.has_devices:
             _log("warning: the spec lists Ascend devices but holds no hccl.json; RANK_TABLE_FILE is not set")
-        env = launch_env(ready, rank_table_file=rank_table_file)
+        written = write_hostfiles(ready, hostfile_dir)
+        return launch_env(ready, rank_table_file=rank_table_file, hostfile_dir=written)
+
+    try:
+        ready = wait_for_spec(source, identity, timeout=timeout, progress=_log)
+        env = environment(ready)
     except PodNotInSpec as err:
         _log(f"error: {err}")
         return EXIT_NOT_IN_SPEC
@@ -205,8 +282,29 @@ def main(argv: list[str] | None = None) -> int:
         _log(f"error: {type(err).__name__}: {err}")
         return EXIT_ERROR
 
+    if args.print_as == "env":
+        sys.stdout.write("".join(f"{key}={shlex.quote(env[key])}\n" for key in sorted(env)))
+        return 0
+    if args.print_as == "json":
+        sys.stdout.write(json.dumps(env, sort_keys=True) + "\n")
+        return 0
+    if args.print_as == "hostfile":
+        sys.stdout.write(hostfile_text(ready.spec))
+        return 0
     for key in sorted(env):
         _log(f"{key}={env[key]}")
+    if args.supervise:
+        return supervise.Supervisor(
+            command=command,
+            source=source,
+            identity=identity,
+            first=ready,
+            environment=environment,
+            grace=args.grace_period,
+            max_restarts=args.max_restarts,
+            timeout=timeout,
+            log=_log,
+        ).run()
     os.environ.update(env)
     _log(f"exec {' '.join(command)}")
     sys.stdout.flush()

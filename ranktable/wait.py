@@ -197,18 +197,26 @@ def _read_text(path: str) -> str | None:
 
 
 @dataclass(slots=True)
-class _Judge:
-    """Turns observations into a verdict; keeps what it needs across them."""
+class Judge:
+    """Turns observations into a verdict; keeps what it needs across them.
+
+    One judge per stream of observations (it counts malformed reads in a
+    row); :func:`wait_for_spec` and the supervisor (:mod:`ranktable.supervise`)
+    use it.
+    """
 
     identity: Identity
     where: str
     bad_text: tuple[str | None, str | None] | None = None
     bad_reads: int = 0
     not_in: PodNotInSpec | None = None
+    #: The spec of the last observation, None when absent or malformed.
+    spec: ClusterSpec | None = None
 
     def judge(self, obs: Observation) -> Ready | str:
         """A :class:`Ready`, or a one-line reason to keep waiting; raises :class:`SpecError` when malformed for good."""
         self.not_in = None
+        self.spec = None
         if obs.cluster is None:
             self._good()
             return f"{self.where} does not exist yet"
@@ -218,6 +226,7 @@ class _Judge:
         except SpecError as err:
             return self._bad(obs, err)
         self._good()
+        self.spec = spec
         if spec.status != STATUS_COMPLETED:
             return f"spec {spec.status}: epoch {spec.epoch}, members {len(spec.members)}/{spec.expected}"
         pods = tuple(m.pod for m in spec.members)
@@ -271,7 +280,7 @@ def wait_for_spec(
     """
     start = time.monotonic()
     deadline = start + timeout
-    judge = _Judge(identity=identity, where=source.where)
+    judge = Judge(identity=identity, where=source.where)
     reason = f"nothing read from {source.where} yet"
     printed: str | None = None
     printed_at = float("-inf")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,46 +25,12 @@ from ranktable.clusterspec import STATUS_INITIALIZING, ClusterSpec, PodNotInSpec
 from ranktable.hccl import render_hccl
 from ranktable.tfconfig import setup_tf_config
 from ranktable.wait import FileSource, Identity, Observation, Ready, WaitTimeout, identity_from_env, wait_for_spec
+from tests.support.kubeletdir import KubeletDir
 from tests.support.specs import make_spec
 
 REPO = str(Path(ranktable.__file__).resolve().parent.parent)
 KEYS = ("TF_CONFIG", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RANK_TABLE_FILE", "RING_EPOCH")
 PRINT_ENV = f"import json,os;print(json.dumps({{'pid':os.getpid(),**{{k:os.environ.get(k) for k in {KEYS!r}}}}}))"
-
-
-class KubeletDir:
-    """A ConfigMap volume directory updated the way the kubelet's atomic writer does it."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.generation = 0
-
-    def publish(self, files: dict[str, str]) -> None:
-        self.generation += 1
-        stamp = self.root / f"..2026_01_31_12_00_00.{self.generation:09d}"
-        stamp.mkdir()
-        for name, text in files.items():
-            (stamp / name).write_text(text)
-        data = self.root / "..data"
-        old = os.readlink(data) if data.is_symlink() else None
-        tmp = self.root / "..data_tmp"
-        os.symlink(stamp.name, tmp)
-        os.replace(tmp, data)
-        for name in files:
-            link = self.root / name
-            if not link.is_symlink():
-                os.symlink(f"..data/{name}", link)
-        for link in self.root.iterdir():
-            if link.is_symlink() and not link.name.startswith("..") and link.name not in files:
-                link.unlink()
-        if old:
-            shutil.rmtree(self.root / old)
-
-    def publish_spec(self, spec: ClusterSpec, *, hccl: bool = False) -> None:
-        files = {"cluster.json": spec_to_json(spec)}
-        if hccl:
-            files["hccl.json"] = render_hccl(spec)
-        self.publish(files)
 
 
 @pytest.fixture

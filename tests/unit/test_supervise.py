@@ -1,0 +1,310 @@
+"""``ring-launch --print`` and ``--supervise`` with real processes on a kubelet-style directory.
+
+The supervised CMD is a small Python script that reports on stdout, one line
+per event ("started <restart count> <epoch> <MASTER_ADDR>", "term <restart
+count>"), and then blocks. The test reads those lines from ring-launch's
+stdout (CMD inherits it): each read is the synchronisation point, so no test
+sleeps to wait for something to happen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import select
+import shlex
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import ranktable
+from ranktable.clusterspec import STATUS_INITIALIZING, ClusterSpec
+from tests.support.kubeletdir import KubeletDir
+from tests.support.specs import make_spec
+
+REPO = str(Path(ranktable.__file__).resolve().parent.parent)
+POD = "job-worker-1"
+
+CHILD = """\
+import os, signal, sys
+restart = os.environ["RING_RESTART_COUNT"]
+mode = sys.argv[1]
+def say(text):  # os.write: a signal may arrive while print() still holds stdout's lock
+    os.write(1, (text + "\\n").encode())
+def on_term(signum, frame):
+    say(f"term {restart}")
+    os._exit(7)
+if mode == "ignore-term":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+else:
+    signal.signal(signal.SIGTERM, on_term)
+say(f"started {restart} {os.environ['RING_EPOCH']} {os.environ['MASTER_ADDR']}")
+if mode == "exit":
+    sys.exit(int(sys.argv[2]))
+while True:
+    signal.pause()
+"""
+
+
+def moved(spec: ClusterSpec, *, epoch: int, master_ip: str) -> ClusterSpec:
+    """``spec`` at ``epoch`` with rank 0 at a new IP (its pod replaced)."""
+    first = dataclasses.replace(spec.members[0], ip=master_ip, uid="uid-replacement")
+    return dataclasses.replace(spec, epoch=epoch, members=(first, *spec.members[1:]))
+
+
+@pytest.fixture
+def volume(tmp_path: Path) -> KubeletDir:
+    root = tmp_path / "ring-config"
+    root.mkdir()
+    return KubeletDir(root)
+
+
+@pytest.fixture
+def child(tmp_path: Path) -> Path:
+    path = tmp_path / "child.py"
+    path.write_text(CHILD)
+    return path
+
+
+class Launch:
+    """``ring-launch`` as a process; ``line()`` reads CMD's next stdout line with a deadline."""
+
+    def __init__(self, argv: list[str], *, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
+
+    def line(self, timeout: float = 20) -> str:
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        assert ready, f"no output within {timeout}s; stderr so far:\n{self.stderr_now()}"
+        return self.proc.stdout.readline().strip()
+
+    def stderr_now(self) -> str:
+        if self.proc.poll() is None:
+            return "(still running)"
+        assert self.proc.stderr is not None
+        return self.proc.stderr.read()
+
+    def finish(self, timeout: float = 20) -> tuple[int, str, str]:
+        out, err = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, out, err
+
+    def kill(self) -> None:
+        """Stop ring-launch and, through it, CMD (which runs in a session of its own)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+@pytest.fixture
+def launches() -> Iterator[list[Launch]]:
+    started: list[Launch] = []
+    yield started
+    for launch in started:
+        launch.kill()
+
+
+def env_for(**values: str) -> dict[str, str]:
+    return {"PATH": os.environ["PATH"], "PYTHONPATH": REPO, "POD_NAME": POD, **values}
+
+
+def ring_launch(config_dir: Path, *args: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "ranktable.launcher",
+        "--config-dir",
+        str(config_dir),
+        "--poll-interval",
+        "0.02",
+        "--timeout",
+        "20",
+        *args,
+    ]
+
+
+def supervise(
+    launches: list[Launch], volume: KubeletDir, child: Path, *args: str, mode: str = "wait", tmp: Path
+) -> Launch:
+    argv = ring_launch(
+        volume.root, "--supervise", "--hostfile-dir", str(tmp / "hosts"), *args, "--", sys.executable, str(child)
+    )
+    launch = Launch([*argv, *mode.split()], env=env_for())
+    launches.append(launch)
+    return launch
+
+
+# --print ---------------------------------------------------------------------------
+
+
+def test_print_env_is_shell_quoted_and_evaluates_to_the_exported_values(volume: KubeletDir, tmp_path: Path) -> None:
+    volume.publish_spec(make_spec([("worker", 3)], epoch=4))
+    hosts = tmp_path / "hosts"
+    result = subprocess.run(
+        ring_launch(volume.root, "--hostfile-dir", str(hosts), "--print", "env"),
+        env=env_for(),
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines == sorted(lines) and all("=" in line for line in lines)
+    script = f'eval {shlex.quote(result.stdout)}; printf \'%s\\n\' "$TF_CONFIG" "$JAX_PROCESS_ID" "$RING_HOSTFILE"'
+    shell = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=10, check=True)
+    tf_config, process_id, hostfile = shell.stdout.splitlines()
+    assert json.loads(tf_config)["task"] == {"type": "worker", "index": 1}
+    assert process_id == "1"
+    assert Path(hostfile).read_text() == "127.1.0.1 slots=1\n127.1.0.2 slots=1\n127.1.0.3 slots=1\n"
+    assert (hosts / "hostfile.mpich").read_text() == "127.1.0.1:1\n127.1.0.2:1\n127.1.0.3:1\n"
+
+
+@pytest.mark.parametrize("form", ["json", "hostfile"])
+def test_print_json_and_hostfile(volume: KubeletDir, tmp_path: Path, form: str) -> None:
+    volume.publish_spec(make_spec([("worker", 2)], epoch=2))
+    result = subprocess.run(
+        ring_launch(volume.root, "--hostfile-dir", str(tmp_path), "--print", form),
+        env=env_for(),
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert result.returncode == 0, result.stderr
+    if form == "json":
+        env = json.loads(result.stdout)
+        assert (env["PADDLE_TRAINER_ID"], env["RING_EPOCH"], env["MS_ROLE"]) == ("1", "2", "MS_WORKER")
+    else:
+        assert result.stdout == "127.1.0.1 slots=1\n127.1.0.2 slots=1\n"
+
+
+def test_print_refuses_a_command(volume: KubeletDir) -> None:
+    result = subprocess.run(
+        [*ring_launch(volume.root, "--print", "env"), "--", "true"], env=env_for(), capture_output=True, text=True
+    )
+    assert result.returncode == 2 and "--print takes no command" in result.stderr
+
+
+def test_unwritable_hostfile_dir_leaves_the_hostfile_variables_out(volume: KubeletDir, tmp_path: Path) -> None:
+    volume.publish_spec(make_spec([("worker", 2)]))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = subprocess.run(
+        ring_launch(volume.root, "--hostfile-dir", str(blocker / "sub"), "--print", "json"),
+        env=env_for(),
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "RING_HOSTFILE" not in json.loads(result.stdout)
+    assert "cannot write hostfiles" in result.stderr
+
+
+# --supervise -------------------------------------------------------------------------
+
+
+def test_new_epoch_restarts_cmd_with_the_new_env_and_signals_are_forwarded(
+    volume: KubeletDir, child: Path, launches: list[Launch], tmp_path: Path
+) -> None:
+    spec = make_spec([("worker", 2)], epoch=1)
+    volume.publish_spec(spec)
+    launch = supervise(launches, volume, child, tmp=tmp_path)
+    assert launch.line() == "started 0 1 127.1.0.1"
+    volume.publish_spec(moved(spec, epoch=2, master_ip="127.1.0.9"))
+    assert launch.line() == "term 0"
+    assert launch.line() == "started 1 2 127.1.0.9"
+    assert (tmp_path / "hosts" / "hostfile").read_text().startswith("127.1.0.9 slots=1\n")
+    os.kill(launch.proc.pid, signal.SIGTERM)  # to ring-launch: forwarded to CMD
+    assert launch.line() == "term 1"
+    code, _, err = launch.finish()
+    assert code == 7, err  # CMD's own exit code
+    assert "new membership: epoch 1 -> 2" in err
+
+
+def test_initializing_epoch_stops_cmd_and_restart_waits_for_completed(
+    volume: KubeletDir, child: Path, launches: list[Launch], tmp_path: Path
+) -> None:
+    spec = make_spec([("worker", 2)], epoch=1)
+    volume.publish_spec(spec)
+    launch = supervise(launches, volume, child, tmp=tmp_path)
+    assert launch.line() == "started 0 1 127.1.0.1"
+    volume.publish_spec(make_spec([("worker", 2)], status=STATUS_INITIALIZING, epoch=2, present=set()))
+    assert launch.line() == "term 0"  # stopped at once: the old ring is gone
+    volume.publish_spec(moved(spec, epoch=3, master_ip="127.1.0.7"))
+    assert launch.line() == "started 1 3 127.1.0.7"  # never started on the initializing spec
+
+
+def test_cmd_ignoring_sigterm_is_killed_after_the_grace_period(
+    volume: KubeletDir, child: Path, launches: list[Launch], tmp_path: Path
+) -> None:
+    spec = make_spec([("worker", 2)], epoch=1)
+    volume.publish_spec(spec)
+    launch = supervise(launches, volume, child, "--grace-period", "0.2", mode="ignore-term", tmp=tmp_path)
+    assert launch.line() == "started 0 1 127.1.0.1"
+    volume.publish_spec(moved(spec, epoch=2, master_ip="127.1.0.9"))
+    assert launch.line() == "started 1 2 127.1.0.9"
+    os.kill(launch.proc.pid, signal.SIGTERM)  # forwarded, ignored again: SIGKILL after the grace period
+    code, _, err = launch.finish()
+    assert code == 128 + signal.SIGKILL, err
+    assert err.count("SIGKILL") >= 2, err  # once for the restart, once for the forwarded SIGTERM
+
+
+@pytest.mark.parametrize("code", [0, 42], ids=["success", "failure"])
+def test_cmd_ending_by_itself_gives_its_exit_code(
+    volume: KubeletDir, child: Path, launches: list[Launch], tmp_path: Path, code: int
+) -> None:
+    volume.publish_spec(make_spec([("worker", 2)]))
+    launch = supervise(launches, volume, child, mode=f"exit {code}", tmp=tmp_path)
+    assert launch.line() == "started 0 1 127.1.0.1"
+    assert launch.finish()[0] == code
+
+
+def test_max_restarts_spent_exits_4(volume: KubeletDir, child: Path, launches: list[Launch], tmp_path: Path) -> None:
+    spec = make_spec([("worker", 2)], epoch=1)
+    volume.publish_spec(spec)
+    launch = supervise(launches, volume, child, "--max-restarts", "1", tmp=tmp_path)
+    assert launch.line() == "started 0 1 127.1.0.1"
+    volume.publish_spec(moved(spec, epoch=2, master_ip="127.1.0.8"))
+    assert launch.line() == "term 0"
+    assert launch.line() == "started 1 2 127.1.0.8"
+    volume.publish_spec(moved(spec, epoch=3, master_ip="127.1.0.9"))
+    assert launch.line() == "term 1"
+    code, _, err = launch.finish()
+    assert code == 4, err
+    assert "--max-restarts 1 spent" in err
+
+
+def test_pod_dropped_from_the_new_spec_exits_3(
+    volume: KubeletDir, child: Path, launches: list[Launch], tmp_path: Path
+) -> None:
+    volume.publish_spec(make_spec([("worker", 2)], epoch=1))
+    launch = supervise(launches, volume, child, "--timeout", "1", tmp=tmp_path)
+    assert launch.line() == "started 0 1 127.1.0.1"
+    volume.publish_spec(make_spec([("worker", 1)], epoch=2))  # scaled down: job-worker-1 is gone
+    assert launch.line() == "term 0"
+    code, _, err = launch.finish()
+    assert code == 3, err
+    assert "not in the cluster spec (epoch 2)" in err
+
+
+def test_sigint_while_waiting_for_the_new_spec_exits_130(
+    volume: KubeletDir, child: Path, launches: list[Launch], tmp_path: Path
+) -> None:
+    volume.publish_spec(make_spec([("worker", 2)], epoch=1))
+    launch = supervise(launches, volume, child, tmp=tmp_path)
+    assert launch.line() == "started 0 1 127.1.0.1"
+    volume.publish_spec(make_spec([("worker", 2)], status=STATUS_INITIALIZING, epoch=2, present=set()))
+    assert launch.line() == "term 0"
+    os.kill(launch.proc.pid, signal.SIGINT)
+    code, _, err = launch.finish()
+    assert code == 130, err
