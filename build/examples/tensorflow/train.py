@@ -244,7 +244,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--result",
         type=Path,
         default=Path(os.environ["RESULT_FILE"]) if os.environ.get("RESULT_FILE") else None,
-        help="write a JSON result here at the end (env RESULT_FILE)",
+        help="write a JSON result here at the end (env RESULT_FILE); '-': one 'RESULT {json}' line on stdout",
     )
     args = p.parse_args(argv)
     for name in ("epochs", "batch_size"):
@@ -392,7 +392,9 @@ def main(argv: list[str] | None = None) -> int:
         f"train: TF_CONFIG={json.dumps(tf_config, separators=(',', ':'))} (from {source})", file=sys.stderr, flush=True
     )
     result = train(args, data, tf_config, source)
-    if args.result is not None:
+    if args.result is not None and str(args.result) == "-":
+        print(f"RESULT {json.dumps(result, sort_keys=True, separators=(',', ':'))}", flush=True)
+    elif args.result is not None:
         write_json_atomically(args.result, result)
     return 0
 
