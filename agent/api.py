@@ -3,23 +3,74 @@
 The agent decides and writes, but it does not own a client: the daemon
 (:mod:`ringcontroller`) passes in an object with these methods, so the layers
 stay one-way and the agent's logic runs in unit tests on plain data.
-Implementations map HTTP failures onto the exceptions below; any other
-exception means "retry later" to the caller.
+Implementations map HTTP failures onto the exceptions below (the daemon's
+client, :mod:`ringcontroller.kube`, raises them for every request it makes);
+any other exception means "retry later" to the caller.
+
+The error tree lives here, not in the daemon, because both layers need it:
+the agent catches :class:`Conflict` and :class:`NotFound`, the daemon's
+client raises them, and the agent may not import the daemon.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Protocol
 
 Json = dict[str, Any]
 
 
 class ApiError(Exception):
-    """An API call failed; ``status`` is the HTTP code (0: no response)."""
+    """The API server answered with a failure ``Status`` (HTTP, or a watch ERROR event).
 
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}" if status else message)
+    The one error tree of every API call the product makes: ``status`` is the
+    HTTP code (the Status's ``code``), ``reason`` its machine-readable reason
+    (``NotFound``, ``AlreadyExists``, ``Conflict``, ``Expired``, ``Forbidden``,
+    ...), ``message`` the human-readable text. Build one with :meth:`of` (or
+    :meth:`from_status`, :meth:`from_body`), which picks the subclass, so
+    callers catch :class:`Conflict`, :class:`NotFound` or :class:`Gone` by
+    type. Any exception other than these means no answer arrived (a transport
+    failure): retry later.
+    """
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}")
         self.status = status
+        self.reason = reason
+        self.message = message
+
+    @staticmethod
+    def of(status: int, reason: str, message: str) -> ApiError:
+        """The error for an answer: :class:`NotFound` (404), :class:`Conflict` (409),
+        :class:`Gone` (410, or reason ``Expired``/``Gone``), else :class:`ApiError`."""
+        if status == 410 or reason in ("Expired", "Gone"):
+            return Gone(status, reason, message)
+        if status == 404:
+            return NotFound(status, reason, message)
+        if status == 409:
+            return Conflict(status, reason, message)
+        return ApiError(status, reason, message)
+
+    @staticmethod
+    def from_status(status: Json, *, http_status: int = 0) -> ApiError:
+        """From a ``metav1.Status`` object (its ``code`` falls back to ``http_status``)."""
+        code = status.get("code")
+        return ApiError.of(
+            code if isinstance(code, int) and code else http_status,
+            str(status.get("reason") or ""),
+            str(status.get("message") or ""),
+        )
+
+    @staticmethod
+    def from_body(http_status: int, reason: str, body: bytes) -> ApiError:
+        """From a failed response: its ``Status`` body, else the HTTP status and ``reason``."""
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict) and parsed.get("kind") == "Status":
+            return ApiError.from_status(parsed, http_status=http_status)
+        return ApiError.of(http_status, reason, body[:512].decode("utf-8", "replace"))
 
 
 class Conflict(ApiError):
@@ -29,6 +80,11 @@ class Conflict(ApiError):
 
 class NotFound(ApiError):
     """404: the object does not exist."""
+
+
+class Gone(ApiError):
+    """410 Gone / ``Expired``: the resourceVersion or continue token is too old
+    (compacted away); list again."""
 
 
 class KubeAPI(Protocol):

@@ -46,6 +46,7 @@ import structlog
 from kubernetes_asyncio.client import ApiClient
 
 from agent.agent import Agent
+from agent.api import NotFound
 from model import trainjob
 from model.configmap import configmap_record
 from model.keys import MANAGED_LABEL, MANAGED_VALUE
@@ -53,8 +54,7 @@ from model.kinds import KINDS
 from model.pod import pod_record
 from model.records import ConfigMapRecord, JobKey, PodRecord, WorkloadRecord
 from ringcontroller import kube
-from ringcontroller.kubeapi import RestKubeAPI
-from ringcontroller.metrics import REGISTRY, client_metrics, reconcile_metrics, spec_metrics
+from ringcontroller.metrics import REGISTRY, reconcile_metrics, spec_metrics
 from ringcontroller.options import Options
 from ringcontroller.reflector import Reflector
 from ringcontroller.workqueue import ShutDown, WorkQueue
@@ -62,7 +62,6 @@ from ringcontroller.workqueue import ShutDown, WorkQueue
 log = structlog.get_logger()
 
 QUEUE_NAME = "ring-controller"
-_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
 def _handlers(on_change: Any) -> dict[str, Any]:
@@ -81,13 +80,7 @@ class Controller:
         self.options = options
         self._api = api
         self.queue: WorkQueue[JobKey] = WorkQueue(QUEUE_NAME, registry=REGISTRY)
-        requests = client_metrics(REGISTRY).api_requests
-        self.kube_api = RestKubeAPI(
-            api,
-            on_request=lambda method, code: requests.labels(
-                _VERBS.get(method, method.lower()), str(code) if code else "<error>"
-            ).inc(),
-        )
+        self.kube_api = kube.RestKubeAPI(api, registry=REGISTRY)
         ns = options.namespace
         self.workloads: dict[str, Reflector[WorkloadRecord]] = {
             kind.short: Reflector(
@@ -238,9 +231,7 @@ class Controller:
                     try:
                         body = await kube.get_json(self._api, f"/apis/{gv}", registry=REGISTRY)
                         served[gv] = {str(r.get("name")) for r in body.get("resources") or []}
-                    except kube.ApiStatusError as e:
-                        if e.status != 404:
-                            raise
+                    except NotFound:
                         served[gv] = set()
                 break
             except Exception as e:  # noqa: BLE001 - unreachable API server: keep trying

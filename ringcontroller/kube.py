@@ -1,50 +1,87 @@
-"""Raw-JSON reads and watches of any Kubernetes resource on kubernetes-asyncio.
+"""The daemon's one Kubernetes API client: raw JSON on kubernetes-asyncio.
 
-The reflector needs two requests for any resource, built-in or custom: a
-list page and a watch stream. Both go through ``ApiClient.call_api`` with
-``_preload_content=False``, so authentication, TLS and the server address
-come from the client's configuration as usual, but the JSON is read as-is:
-no generated models (none exist for CRDs such as Volcano's Job, and parsing
-pods into models costs time and memory for fields we drop anyway).
+Every request the daemon makes (list pages, watches, discovery, ConfigMap,
+Event and Lease verbs) goes through :func:`_send` (:func:`open_watch` for
+streams): ``ApiClient.call_api`` with ``_preload_content=False``, so
+authentication, TLS and the server address come from the client's
+configuration as usual, but the JSON is read as-is: no generated models (none
+exist for CRDs such as Volcano's Job, and parsing pods into models costs time
+and memory for fields we drop anyway).
 
-Every request is counted in ``ringcontroller_api_requests_total{verb,code}``
-with the Kubernetes verb and the HTTP status, or ``<error>`` when no
-response arrived.
+- One timeout table, :data:`TIMEOUTS`, by the kind of request.
+- One request counter, ``ringcontroller_api_requests_total{verb,code}``, with
+  the Kubernetes verb and the HTTP status, or ``<error>`` when no response
+  arrived (the request raised or was cancelled).
+- One error tree, :class:`agent.api.ApiError` (:class:`~agent.api.Conflict`,
+  :class:`~agent.api.NotFound`, :class:`~agent.api.Gone`) for every failure
+  answer; transport failures (``aiohttp.ClientError``, ``TimeoutError``)
+  propagate unchanged.
+
+:class:`RestKubeAPI` is the agent's :class:`agent.api.KubeAPI` on top of it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
+import os
+import socket
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Final, Literal
 from urllib.parse import quote
 
 import aiohttp
+import structlog
 from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry
 
+from agent.api import ApiError, Json, NotFound
 from ringcontroller.metrics import client_metrics
 
 __all__ = [
     "CONFIGMAPS",
     "PODS",
+    "TIMEOUTS",
     "VOLCANO_JOBS",
-    "ApiStatusError",
     "Json",
     "Resource",
+    "RestKubeAPI",
     "get_json",
     "open_watch",
+    "request",
 ]
 
-Json = dict[str, Any]
+log = structlog.get_logger()
 
-REQUEST_TIMEOUT = 60.0
-"""Seconds a list page or other non-streaming read may take in total."""
+CONNECT_TIMEOUT: Final = 10.0
+"""Seconds to establish a connection, for reads and watches."""
 
-CONNECT_TIMEOUT = 10.0
-"""Seconds to establish a connection, for every request including watches."""
+TimeoutKind = Literal["read", "verb"]
+
+TIMEOUTS: Final[dict[TimeoutKind, aiohttp.ClientTimeout]] = {
+    # A list page or discovery read: 60 s in total.
+    "read": aiohttp.ClientTimeout(total=60.0, sock_connect=CONNECT_TIMEOUT),
+    # One ConfigMap, Event or Lease verb: 30 s, then the queue (or the
+    # election) retries it.
+    "verb": aiohttp.ClientTimeout(total=30.0),
+}
+"""How long each kind of request may take. A watch has no total (the caller
+bounds it); see :func:`watch_timeout`."""
+
+
+def watch_timeout(idle_timeout: float | None) -> aiohttp.ClientTimeout:
+    """A watch stream's timeout: connect within :data:`CONNECT_TIMEOUT`, then at
+    most ``idle_timeout`` seconds without a byte, no total."""
+    return aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT, sock_read=idle_timeout)
+
+
+#: The Kubernetes verb of an HTTP method, for the request counter.
+VERBS: Final = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+COMPONENT: Final = "ring-controller"
+"""The Event source and reporting component."""
 
 
 @dataclass(frozen=True)
@@ -79,62 +116,98 @@ CONFIGMAPS = Resource("", "v1", "configmaps")
 VOLCANO_JOBS = Resource("batch.volcano.sh", "v1alpha1", "jobs")
 
 
-class ApiStatusError(Exception):
-    """The API server answered with a failure ``Status`` (HTTP, or a watch ERROR event).
-
-    ``status`` is the HTTP code (``code`` of the Status), ``reason`` its
-    machine-readable reason (``Expired``, ``Gone``, ``NotFound``, ...).
-    """
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(f"{status} {reason}: {message}")
-        self.status = status
-        self.reason = reason
-        self.message = message
-
-    @property
-    def expired(self) -> bool:
-        """True for 410 Gone / Expired: the resourceVersion or continue token is too old."""
-        return self.status == 410 or self.reason in ("Expired", "Gone")
-
-    @classmethod
-    def from_status(cls, status: Json, *, http_status: int = 0) -> ApiStatusError:
-        """Build from a ``metav1.Status`` object (``code`` falls back to ``http_status``)."""
-        code = status.get("code")
-        return cls(
-            code if isinstance(code, int) and code else http_status,
-            str(status.get("reason") or ""),
-            str(status.get("message") or ""),
-        )
-
-    @classmethod
-    def from_body(cls, http_status: int, reason: str, body: bytes) -> ApiStatusError:
-        try:
-            parsed = json.loads(body)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, dict) and parsed.get("kind") == "Status":
-            return cls.from_status(parsed, http_status=http_status)
-        return cls(http_status, reason, body[:512].decode("utf-8", "replace"))
-
-
 def _count(registry: CollectorRegistry | None, verb: str, code: str) -> None:
     client_metrics(registry).api_requests.labels(verb, code).inc()
 
 
-async def _get(
-    api: ApiClient, path: str, query: Sequence[tuple[str, str]], timeout: aiohttp.ClientTimeout
+async def _call(
+    api: ApiClient,
+    method: str,
+    path: str,
+    *,
+    query: Sequence[tuple[str, str]],
+    body: Json | None,
+    content_type: str,
+    timeout: aiohttp.ClientTimeout,
 ) -> aiohttp.ClientResponse:
     response: aiohttp.ClientResponse = await api.call_api(
         path,
-        "GET",
+        method,
         query_params=list(query),
-        header_params={"Accept": "application/json"},
+        header_params={"Accept": "application/json", "Content-Type": content_type},
+        body=body,
         auth_settings=["BearerToken"],
         _preload_content=False,
         _request_timeout=timeout,
     )
     return response
+
+
+async def _send(
+    api: ApiClient,
+    method: str,
+    path: str,
+    *,
+    verb: str,
+    query: Sequence[tuple[str, str]],
+    body: Json | None,
+    content_type: str,
+    timeout: aiohttp.ClientTimeout,
+    registry: CollectorRegistry | None,
+) -> bytes:
+    """The one request path: send, read the whole body, count, map failures."""
+    try:
+        response = await _call(api, method, path, query=query, body=body, content_type=content_type, timeout=timeout)
+        try:
+            data = await response.read()
+        finally:
+            response.release()
+    except BaseException:
+        _count(registry, verb, "<error>")
+        raise
+    _count(registry, verb, str(response.status))
+    if not 200 <= response.status < 300:
+        raise ApiError.from_body(response.status, response.reason or "", data)
+    return data
+
+
+async def request(
+    api: ApiClient,
+    method: str,
+    path: str,
+    *,
+    verb: str | None = None,
+    query: Sequence[tuple[str, str]] = (),
+    body: Json | None = None,
+    content_type: str = "application/json",
+    timeout: TimeoutKind = "verb",
+    registry: CollectorRegistry | None = None,
+) -> Json:
+    """One JSON request; returns the decoded body (``{}`` when empty).
+
+    ``verb`` labels the request counter (default: from ``method``, see
+    :data:`VERBS`); ``timeout`` names a row of :data:`TIMEOUTS`. Raises
+    :class:`~agent.api.ApiError` (a subclass by status) for a non-2xx answer,
+    ``ValueError`` for a body that is not a JSON object; transport failures
+    propagate unchanged.
+    """
+    data = await _send(
+        api,
+        method,
+        path,
+        verb=verb or VERBS.get(method, method.lower()),
+        query=query,
+        body=body,
+        content_type=content_type,
+        timeout=TIMEOUTS[timeout],
+        registry=registry,
+    )
+    if not data:
+        return {}
+    decoded = json.loads(data)
+    if not isinstance(decoded, dict):
+        raise ValueError(f"{method} {path}: expected a JSON object, got {type(decoded).__name__}")
+    return decoded
 
 
 async def get_json(
@@ -145,29 +218,11 @@ async def get_json(
     query: Sequence[tuple[str, str]] = (),
     registry: CollectorRegistry | None = None,
 ) -> Json:
-    """GET ``path`` and return the decoded JSON body.
+    """GET ``path`` with the ``read`` timeout (a list page, discovery): :func:`request`.
 
-    ``verb`` (``get`` or ``list``) only labels the request counter. Raises
-    ``ApiStatusError`` for a non-2xx answer; transport failures
-    (``aiohttp.ClientError``, ``TimeoutError``) propagate unchanged.
+    ``verb`` (``get`` or ``list``) only labels the request counter.
     """
-    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT, sock_connect=CONNECT_TIMEOUT)
-    try:
-        response = await _get(api, path, query, timeout)
-        try:
-            body = await response.read()
-        finally:
-            response.release()
-    except (TimeoutError, aiohttp.ClientError):
-        _count(registry, verb, "<error>")
-        raise
-    _count(registry, verb, str(response.status))
-    if not 200 <= response.status < 300:
-        raise ApiStatusError.from_body(response.status, response.reason or "", body)
-    decoded = json.loads(body)
-    if not isinstance(decoded, dict):
-        raise ValueError(f"GET {path}: expected a JSON object, got {type(decoded).__name__}")
-    return decoded
+    return await request(api, "GET", path, verb=verb, query=query, timeout="read", registry=registry)
 
 
 @contextlib.asynccontextmanager
@@ -186,19 +241,26 @@ async def open_watch(
     ends when the server closes the stream. A read that sees no byte for
     ``idle_timeout`` seconds raises ``TimeoutError`` (a half-open connection
     cannot hang the caller); the caller bounds the total duration itself.
-    Raises ``ApiStatusError`` if the server refuses the watch. Leaving the
-    block, normally or by cancellation, closes the response.
+    Raises :class:`~agent.api.ApiError` if the server refuses the watch.
+    Leaving the block, normally or by cancellation, closes the response.
     """
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT, sock_read=idle_timeout)
     try:
-        response = await _get(api, path, query, timeout)
-    except (TimeoutError, aiohttp.ClientError):
+        response = await _call(
+            api,
+            "GET",
+            path,
+            query=query,
+            body=None,
+            content_type="application/json",
+            timeout=watch_timeout(idle_timeout),
+        )
+    except BaseException:
         _count(registry, "watch", "<error>")
         raise
     try:
         _count(registry, "watch", str(response.status))
         if response.status != 200:
-            raise ApiStatusError.from_body(response.status, response.reason or "", await response.read())
+            raise ApiError.from_body(response.status, response.reason or "", await response.read())
         yield _events(response)
     finally:
         if response.content.at_eof():
@@ -215,3 +277,76 @@ async def _events(response: aiohttp.ClientResponse) -> AsyncIterator[Json]:
         event = json.loads(line)
         if isinstance(event, dict):
             yield event
+
+
+class RestKubeAPI:
+    """The agent's :class:`agent.api.KubeAPI` (ConfigMap and Event verbs) over one ``ApiClient``.
+
+    Every request goes through :func:`request` (the ``verb`` timeout),
+    counted on ``registry`` (default: the daemon's).
+    """
+
+    def __init__(self, client: ApiClient, *, registry: CollectorRegistry | None = None) -> None:
+        self._client = client
+        self._registry = registry
+        self._instance = os.environ.get("POD_NAME") or socket.gethostname()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Json | None = None,
+        query: list[tuple[str, str]] | None = None,
+        content_type: str = "application/json",
+    ) -> Json:
+        """One JSON request (:func:`request`); fits :class:`ringcontroller.leader.RequestFunc`."""
+        return await request(
+            self._client, method, path, body=body, query=query or (), content_type=content_type, registry=self._registry
+        )
+
+    async def get_configmap(self, namespace: str, name: str) -> Json | None:
+        try:
+            return await self.request("GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+        except NotFound:
+            return None
+
+    async def create_configmap(self, namespace: str, body: Json) -> Json:
+        return await self.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", body=body)
+
+    async def replace_configmap(self, namespace: str, name: str, body: Json) -> Json:
+        return await self.request("PUT", f"/api/v1/namespaces/{namespace}/configmaps/{name}", body=body)
+
+    async def annotate_pod(self, namespace: str, name: str, *, uid: str, annotations: dict[str, str]) -> None:
+        """A JSON merge patch of the pod's annotations; its ``metadata.uid`` is a
+        precondition (the server answers 409 when the name now holds another pod)."""
+        await self.request(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{name}",
+            body={"metadata": {"uid": uid, "annotations": annotations}},
+            content_type="application/merge-patch+json",
+        )
+
+    async def emit_event(self, *, involved: Json, event_type: str, reason: str, message: str) -> None:
+        """Create a core/v1 Event on ``involved``; failures are logged, not raised."""
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        namespace = involved["namespace"]
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{involved['name']}.", "namespace": namespace},
+            "involvedObject": involved,
+            "type": event_type,
+            "reason": reason,
+            "message": message[:1024],
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self._instance,
+        }
+        try:
+            await self.request("POST", f"/api/v1/namespaces/{namespace}/events", body=body)
+        except Exception as e:  # noqa: BLE001 - an Event is best effort
+            log.warning("event.failed", reason=reason, error=str(e))

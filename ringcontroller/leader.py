@@ -85,7 +85,7 @@ _SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount
 
 
 class RequestFunc(Protocol):
-    """One JSON request to the API server (``RestKubeAPI.request`` fits).
+    """One JSON request to the API server (``ringcontroller.kube.RestKubeAPI.request`` fits).
 
     Returns the decoded body; raises ``agent.api.NotFound`` for 404,
     ``agent.api.Conflict`` for 409, ``agent.api.ApiError`` otherwise. Any

@@ -60,8 +60,9 @@ import structlog
 from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry
 
+from agent.api import ApiError, Gone
 from ringcontroller import kube
-from ringcontroller.kube import ApiStatusError, Json, Resource
+from ringcontroller.kube import Json, Resource
 from ringcontroller.metrics import client_metrics
 
 __all__ = [
@@ -441,7 +442,7 @@ class Reflector(Generic[R]):
                 # keeps self.resource_version current event by event).
                 listing = self.resource_version is None
                 delay = self._backoff.next_delay()
-                if isinstance(e, ApiStatusError) and e.expired and not listing:
+                if isinstance(e, Gone) and not listing:
                     self._log.info(
                         "watch.gone",
                         resource_version=self.resource_version,
@@ -496,8 +497,8 @@ class Reflector(Generic[R]):
                 query.append(("continue", token))
             try:
                 page = await kube.get_json(self._api, path, verb="list", query=query, registry=self._registry)
-            except ApiStatusError as e:
-                if not (e.expired and token):
+            except Gone:
+                if not token:
                     raise
                 # The snapshot our token points to was compacted: one
                 # unpaginated list gives a consistent view again.
@@ -521,7 +522,7 @@ class Reflector(Generic[R]):
 
         Applies every event to the store (calling the handlers) as it
         arrives, and keeps ``self.resource_version`` at the last version
-        seen, so a watch that fails midway can be resumed from there. Raises ``ApiStatusError`` (``expired`` on 410) if the server
+        seen, so a watch that fails midway can be resumed from there. Raises :class:`~agent.api.ApiError` (:class:`~agent.api.Gone` on 410) if the server
         refuses the watch or sends an ERROR event, ``TimeoutError`` if the
         stream stalls or outlives its deadline, ``ShortWatchError`` if the
         server closed it at once without an event, and transport errors as
@@ -559,7 +560,7 @@ class Reflector(Generic[R]):
         if not isinstance(raw, dict):
             raise ValueError(f"watch event without an object: {json.dumps(event)[:200]}")
         if kind == "ERROR":
-            raise ApiStatusError.from_status(raw)
+            raise ApiError.from_status(raw)
         counter = self._m_events.get(str(kind))
         if counter is not None:
             counter.inc()

@@ -44,7 +44,7 @@ from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
 
 from model.keys import CONFIGMAP_DATA_LIMIT, DEFAULT_LABEL_KEY
-from ringcontroller.kubeapi import RestKubeAPI
+from ringcontroller.kube import RestKubeAPI
 from ringdevcluster import Cluster, ensure_up
 from ringdevcluster.cluster import COMPONENTS
 from ringdevcluster.kwok import PODS_PER_NODE

@@ -2,7 +2,7 @@
 
 Creation speed is not what the bench measures, so requests run concurrently
 (``concurrency`` in flight) on the bench's event loop, raw JSON through
-:class:`ringcontroller.kubeapi.RestKubeAPI`. Objects come from
+:class:`ringcontroller.kube.RestKubeAPI`. Objects come from
 :mod:`tests.factories`: a Job per :class:`JobPlan`, then each of its pods
 (name ``<job>-worker-<i>``, Volcano's labels and annotations, a controller
 ownerReference to the Job's uid). With ``devices`` the job's runtime is
@@ -44,7 +44,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from agent.api import ApiError, Conflict, NotFound
 from model.keys import CONFIGMAP_PREFIX, DEFAULT_LABEL_KEY
-from ringcontroller.kubeapi import RestKubeAPI
+from ringcontroller.kube import RestKubeAPI
 from tests.support.factories import device_annotation, pod_template, volcano_job, volcano_pod
 
 Json = dict[str, Any]
@@ -297,19 +297,12 @@ class Load:
                 }
             ]
         }
-        response = await self.api_client.call_api(
-            f"/api/v1/namespaces/{self.namespace}/pods/{name}/status",
+        await self.api.request(
             "PATCH",
-            header_params={"Accept": "application/json", "Content-Type": "application/strategic-merge-patch+json"},
+            f"/api/v1/namespaces/{self.namespace}/pods/{name}/status",
             body={"status": status},
-            auth_settings=["BearerToken"],
-            _preload_content=False,
+            content_type="application/strategic-merge-patch+json",
         )
-        try:
-            if response.status >= 300:
-                raise ApiError(response.status, (await response.text())[:200])
-        finally:
-            response.release()
 
     async def restore(self) -> int:
         """Create again the current pod of every slot that has none; returns how many."""

@@ -36,6 +36,7 @@ from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
 
+from agent.api import ApiError
 from model.keys import MANAGED_LABEL, MANAGED_VALUE, VOLCANO_JOB_NAME, VOLCANO_TASK_INDEX
 from ranktable.clusterspec import CLUSTER_FILE, STATUS_COMPLETED
 from ringcontroller import kube
@@ -190,7 +191,7 @@ class Observer:
                     obj = event.get("object") or {}
                     kind = event.get("type")
                     if kind == "ERROR":
-                        raise kube.ApiStatusError.from_status(obj)
+                        raise ApiError.from_status(obj)
                     if kind in ("ADDED", "MODIFIED", "DELETED"):
                         handle(kind, obj, now)
                     version = str((obj.get("metadata") or {}).get("resourceVersion") or version)

@@ -30,7 +30,7 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 from prometheus_client import CollectorRegistry
 
 from model.keys import EPOCH_ANNOTATION
-from ringcontroller.kubeapi import RestKubeAPI
+from ringcontroller.kube import RestKubeAPI
 from ringcontroller.leader import LeaderElector
 from ringdevcluster import Cluster
 from tests.support.controllerproc import ControllerProcess

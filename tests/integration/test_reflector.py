@@ -27,6 +27,7 @@ from kubernetes_asyncio import config
 from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api
 from prometheus_client import CollectorRegistry
 
+from agent.api import Gone
 from ringcontroller import kube
 from ringcontroller.kube import CONFIGMAPS, Json, Resource
 from ringcontroller.reflector import Backoff, Reflector
@@ -314,7 +315,7 @@ async def test_watch_from_compacted_resource_version_relists_and_reports_missed_
                 lambda: sample(registry, "ringcontroller_relists_total", resource="events") == 1, "the relist"
             )
             error = reflector.first_watch_error
-            assert isinstance(error, kube.ApiStatusError) and error.expired, repr(error)
+            assert isinstance(error, Gone), repr(error)
             # The relist's diff: the delete we missed ("DeletedFinalStateUnknown"),
             # the update and the add.
             assert sorted(events.drain()) == [

@@ -1,4 +1,4 @@
-"""Pure-logic tests of ringcontroller.reflector and ringcontroller.kube.
+"""Pure-logic tests of ringcontroller.reflector, ringcontroller.kube and the API error tree.
 
 Store and index, the relist diff, event application and handler calls, the
 backoff schedule, and the run loop's policy (resume after a closed watch,
@@ -18,7 +18,8 @@ import pytest
 from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry
 
-from ringcontroller.kube import CONFIGMAPS, PODS, VOLCANO_JOBS, ApiStatusError, Json, Resource
+from agent.api import ApiError, Conflict, Gone, NotFound
+from ringcontroller.kube import CONFIGMAPS, PODS, VOLCANO_JOBS, Json, Resource
 from ringcontroller.reflector import Backoff, Mirror, Reflector, Store, diff_records, object_key
 
 
@@ -95,18 +96,20 @@ def test_resource_paths(resource: Resource, namespace: str | None, name: str | N
 
 
 @pytest.mark.parametrize(
-    ("status", "body", "code", "reason", "expired"),
+    ("status", "body", "code", "reason", "error_type"),
     [
-        (410, b'{"kind":"Status","code":410,"reason":"Expired","message":"too old"}', 410, "Expired", True),
-        (200, b'{"kind":"Status","code":410,"reason":"Gone","message":"x"}', 410, "Gone", True),
-        (403, b'{"kind":"Status","code":403,"reason":"Forbidden","message":"no"}', 403, "Forbidden", False),
-        (502, b"<html>bad gateway</html>", 502, "Bad Gateway", False),
+        (410, b'{"kind":"Status","code":410,"reason":"Expired","message":"too old"}', 410, "Expired", Gone),
+        (200, b'{"kind":"Status","code":410,"reason":"Gone","message":"x"}', 410, "Gone", Gone),
+        (403, b'{"kind":"Status","code":403,"reason":"Forbidden","message":"no"}', 403, "Forbidden", ApiError),
+        (404, b'{"kind":"Status","code":404,"reason":"NotFound","message":"no"}', 404, "NotFound", NotFound),
+        (409, b'{"kind":"Status","code":409,"reason":"AlreadyExists","message":"x"}', 409, "AlreadyExists", Conflict),
+        (502, b"<html>bad gateway</html>", 502, "Bad Gateway", ApiError),
     ],
-    ids=["http-410", "status-410", "forbidden", "not-json"],
+    ids=["http-410", "status-410", "forbidden", "not-found", "already-exists", "not-json"],
 )
-def test_api_status_error_from_body(status: int, body: bytes, code: int, reason: str, expired: bool) -> None:
-    error = ApiStatusError.from_body(status, "Bad Gateway", body)
-    assert (error.status, error.reason, error.expired) == (code, reason, expired)
+def test_api_error_from_body(status: int, body: bytes, code: int, reason: str, error_type: type[ApiError]) -> None:
+    error = ApiError.from_body(status, "Bad Gateway", body)
+    assert (error.status, error.reason, type(error)) == (code, reason, error_type)
 
 
 def test_object_key() -> None:
@@ -265,13 +268,12 @@ def test_handle_bookmark_and_events_advance_resource_version() -> None:
 def test_handle_error_event_raises_status() -> None:
     reflector = offline_reflector()
     gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}}
-    with pytest.raises(ApiStatusError) as info:
+    with pytest.raises(Gone):
         reflector._handle(gone, "10")
-    assert info.value.expired
     other = {"type": "ERROR", "object": {"kind": "Status", "code": 500, "reason": "InternalError", "message": "x"}}
-    with pytest.raises(ApiStatusError) as info:
+    with pytest.raises(ApiError) as info:
         reflector._handle(other, "10")
-    assert not info.value.expired
+    assert type(info.value) is ApiError and info.value.status == 500
 
 
 # -- backoff -------------------------------------------------------------------
@@ -339,7 +341,7 @@ async def test_run_loop_resumes_relists_and_backs_off() -> None:
         watches=[
             "rv5",  # server closed the stream: resume from rv5
             ConnectionResetError("reset"),  # error: back off, resume from rv5 again
-            ApiStatusError(410, "Expired", "too old resource version"),  # relist
+            Gone(410, "Expired", "too old resource version"),  # relist
             TimeoutError(),  # stalled stream: back off, resume from the relist's version
             Stop(),
         ],
@@ -381,7 +383,7 @@ async def test_run_loop_retries_a_failed_list() -> None:
         nonlocal attempts
         attempts += 1
         if attempts < 3:
-            raise ApiStatusError(503, "ServiceUnavailable", "starting")
+            raise ApiError(503, "ServiceUnavailable", "starting")
         return {}, "7", 1
 
     reflector._list = failing_then_ok  # type: ignore[method-assign]

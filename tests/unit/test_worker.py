@@ -72,7 +72,7 @@ class MemoryAPI:
         self.calls.append("create")
         key = (namespace, body["metadata"]["name"])
         if key in self.cms:
-            raise Conflict(409, "already exists")
+            raise Conflict(409, "AlreadyExists", "already exists")
         self.cms[key] = self._stamp(body)
         return copy.deepcopy(self.cms[key])
 
@@ -80,9 +80,9 @@ class MemoryAPI:
         self.calls.append("update")
         old = self.cms.get((namespace, name))
         if old is None:
-            raise NotFound(404, "not found")
+            raise NotFound(404, "NotFound", "not found")
         if body["metadata"].get("resourceVersion") != old["metadata"]["resourceVersion"]:
-            raise Conflict(409, "the object has been modified")
+            raise Conflict(409, "Conflict", "the object has been modified")
         self.cms[(namespace, name)] = self._stamp(body, uid=old["metadata"]["uid"])
         return copy.deepcopy(self.cms[(namespace, name)])
 
@@ -302,7 +302,7 @@ async def test_forbidden_touch_is_counted_once_and_not_retried_for_that_epoch() 
     api = MemoryAPI()
     raw, wl = _job(2)
     pods = _pods(raw, 2)
-    api.pod_error = {p.name: ApiError(403, "forbidden") for p in pods}
+    api.pod_error = {p.name: ApiError(403, "Forbidden", "forbidden") for p in pods}
     forbidden = metrics.POD_TOUCHES.labels("forbidden")
     before = forbidden._value.get()
     w = JobWorker(api=api)
@@ -317,10 +317,13 @@ async def test_gone_member_is_skipped_and_other_failures_raise_for_a_retry() -> 
     api = MemoryAPI()
     raw, wl = _job(2)
     pods = _pods(raw, 2)
-    api.pod_error = {pods[0].name: NotFound(404, "gone"), pods[1].name: Conflict(409, "uid precondition")}
+    api.pod_error = {
+        pods[0].name: NotFound(404, "NotFound", "gone"),
+        pods[1].name: Conflict(409, "Conflict", "uid precondition"),
+    }
     w = JobWorker(api=api)
     await w.sync(wl, pods, None)  # both skipped without raising
-    api.pod_error = {pods[0].name: ApiError(500, "etcd timeout")}
+    api.pod_error = {pods[0].name: ApiError(500, "InternalError", "etcd timeout")}
     with pytest.raises(ApiError):
         await w.sync(wl, pods, api.record("ns", "rings-config-j"))
     assert [t[0] for t in api.touches] == [pods[1].name]  # the other pod was still annotated
