@@ -160,7 +160,9 @@ def test_timeout_says_what_it_saw_last() -> None:
             timeout=0.3,
             progress=lines.append,
         )
-    assert 0.3 <= time.monotonic() - start < 2
+    waited = time.monotonic() - start
+    print(f"\nFIGURE launcher timeout 0.3s gave up after {waited:.3f}s")
+    assert waited >= 0.3  # never gives up before its timeout (a rule, not a speed)
     assert "last seen: spec initializing: epoch 4, members 1/2" in str(caught.value)
     assert len(lines) <= 3  # announced, one state line; no line per poll
 
@@ -275,7 +277,10 @@ def test_launcher_waits_for_the_swap_then_execs_with_the_env(volume: KubeletDir)
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(0.3)
+    # Wait until it reports having seen the initializing spec (its state, not a delay).
+    assert proc.stderr is not None
+    seen = [proc.stderr.readline() for _ in range(2)]
+    assert "waiting: spec initializing" in seen[-1] and "members 1/2" in seen[-1], seen
     assert proc.poll() is None  # still waiting on the initializing spec
     spec = make_spec([("worker", 2)], devices=2, epoch=5)
     volume.publish_spec(spec, hccl=True)
@@ -295,7 +300,7 @@ def test_launcher_waits_for_the_swap_then_execs_with_the_env(volume: KubeletDir)
         "5",
     )
     assert env["RANK_TABLE_FILE"] == str(volume.root / "hccl.json")
-    assert "members 1/2" in err and "epoch 5" in err
+    assert "epoch 5" in err
 
 
 def test_launcher_without_devices_sets_no_rank_table(volume: KubeletDir) -> None:
