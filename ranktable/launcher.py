@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         _log(f"error: RING_TIMEOUT={os.environ.get('RING_TIMEOUT')!r} is not a number of seconds")
         return EXIT_USAGE
-    if timeout <= 0 or args.poll_interval <= 0:
+    if not (timeout > 0 and args.poll_interval > 0):  # also NaN, which would wait forever
         _log("error: --timeout and --poll-interval must be positive")
         return EXIT_USAGE
 

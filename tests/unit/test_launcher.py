@@ -400,6 +400,50 @@ def test_launcher_command_not_found_exits_127(volume: KubeletDir) -> None:
     assert "command not found: /nonexistent/trainer" in result.stderr
 
 
+def test_launcher_command_not_executable_exits_126(volume: KubeletDir, tmp_path: Path) -> None:
+    volume.publish_spec(make_spec([("worker", 1)]))
+    script = tmp_path / "trainer.sh"
+    script.write_text("#!/bin/sh\necho ran\n")
+    script.chmod(0o644)  # no execute bit
+    result = run(launcher(volume.root, command=[str(script)]), child_env(POD_NAME="job-worker-0"))
+    assert result.returncode == 126
+    assert f"command not executable: {script}" in result.stderr
+    assert "ran" not in result.stdout
+
+
+@pytest.mark.parametrize(
+    "value", ["ten", "", "nan", "-5", "0"], ids=["word", "empty-means-default", "nan", "negative", "zero"]
+)
+def test_launcher_ring_timeout_from_env(volume: KubeletDir, value: str) -> None:
+    # Nothing published: a valid timeout would wait; a bad one must be a usage error at once.
+    argv = [sys.executable, "-m", "ranktable.launcher", "--config-dir", str(volume.root), "--", "true"]
+    if value == "":
+        # Empty means unset (default 600 s): it waits, so it is still running when we look.
+        proc = subprocess.Popen(argv, env=child_env(POD_NAME="p", RING_TIMEOUT=""), stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stderr is not None
+            assert "waiting up to 600s" in proc.stderr.readline()
+            assert proc.poll() is None
+        finally:
+            proc.kill()
+            proc.wait()
+        return
+    result = run(argv, child_env(POD_NAME="p", RING_TIMEOUT=value), timeout=10)
+    assert result.returncode == 2, result.stderr
+    if value == "ten":
+        assert "RING_TIMEOUT='ten' is not a number of seconds" in result.stderr
+    else:
+        assert "must be positive" in result.stderr
+
+
+def test_launcher_ring_timeout_from_env_is_used(volume: KubeletDir) -> None:
+    volume.publish_spec(make_spec([("worker", 2)], status=STATUS_INITIALIZING, present={0}))
+    argv = [sys.executable, "-m", "ranktable.launcher", "--config-dir", str(volume.root), "--", "true"]
+    result = run(argv, child_env(POD_NAME="job-worker-1", RING_TIMEOUT="0.2"), timeout=10)
+    assert result.returncode == 124, result.stderr
+    assert "waiting up to 0.2s" in result.stderr
+
+
 def test_launcher_import_stays_light() -> None:
     probe = (
         "import sys, ranktable.launcher, ranktable.tfconfig;"

@@ -1,14 +1,19 @@
 """Leader election rules on plain data: the Lease record, its transitions, expiry.
 
 The elector's I/O runs against the real API server in
-``tests/integration/test_operations.py``; here are the rules it applies.
+``tests/integration/test_operations.py``; here are the rules it applies, and
+its acquire/hold/release protocol on an in-memory Lease store with the
+injectable clock (expiry moves only when the test moves the clock).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+from collections.abc import Callable
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from ringcontroller.leader import (
     LeaderElector,
@@ -20,6 +25,7 @@ from ringcontroller.leader import (
     next_record,
     released_record,
 )
+from tests.support.memoryapi import MemoryLeases
 
 NOW = dt.datetime(2025, 3, 4, 5, 6, 7, 890123, tzinfo=dt.UTC)
 LATER = NOW + dt.timedelta(seconds=2)
@@ -148,3 +154,154 @@ def test_identity_is_pod_name_plus_a_unique_suffix(monkeypatch: pytest.MonkeyPat
 def test_namespace_comes_from_pod_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POD_NAMESPACE", "ring-system")
     assert default_namespace() == "ring-system"
+
+
+# The elector's protocol on an in-memory Lease store, with its injectable clock ------------
+
+
+class Clock:
+    """The elector's monotonic clock, moved by hand: expiry is judged only on it."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def elector(leases: MemoryLeases, clock: Clock, identity: str = "me") -> tuple[LeaderElector, CollectorRegistry]:
+    registry = CollectorRegistry()
+    # Real sleeps are tiny (retry 10 ms); the lease's 15 s pass only on `clock`.
+    e = LeaderElector(
+        request=leases, namespace="ns", name="lease", identity=identity,
+        lease_duration=15.0, renew_deadline=10.0, retry_period=0.01,
+        registry=registry, clock=clock, wall=lambda: NOW, rand=lambda: 0.0,
+    )  # fmt: skip
+    return e, registry
+
+
+def master(registry: CollectorRegistry) -> float | None:
+    return registry.get_sample_value("leader_election_master_status", {"name": "lease"})
+
+
+async def until(predicate: Callable[[], bool], what: str) -> None:
+    """Let the elector's task run until ``predicate`` holds (bounded by a count, not a time)."""
+    for _ in range(2000):
+        if predicate():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError(f"never happened: {what}")
+
+
+def gets(leases: MemoryLeases) -> int:
+    return sum(1 for method, _ in leases.calls if method == "GET")
+
+
+class TestElectorOnAStore:
+    async def test_acquires_an_absent_lease_by_creating_it(self) -> None:
+        leases, clock = MemoryLeases(), Clock()
+        e, registry = elector(leases, clock)
+        assert master(registry) == 0.0
+        await asyncio.wait_for(e.acquire(), timeout=10)
+        assert e.is_leader and master(registry) == 1.0
+        assert leases.spec()["holderIdentity"] == "me" and leases.spec()["leaseTransitions"] == 0
+        assert [m for m, _ in leases.calls] == ["GET", "POST"]
+
+    async def test_waits_out_a_live_lease_held_by_another_then_takes_it(self) -> None:
+        leases, clock = MemoryLeases(), Clock()
+        leases.put_spec(LeaseRecord("other", 15, "t0", "t0", 3).to_spec())
+        e, _ = elector(leases, clock)
+        task = asyncio.create_task(e.acquire())
+        try:
+            await until(lambda: gets(leases) >= 5, "several attempts")
+            clock.now += 14.9  # just inside the holder's 15 s since we first saw its record
+            seen = gets(leases)
+            await until(lambda: gets(leases) >= seen + 5, "more attempts")
+            assert not e.is_leader and not task.done() and e.holder == "other"
+            assert all(m == "GET" for m, _ in leases.calls)  # never tried to write a live lease
+            # The holder renews: the claim is live again for 15 s from this observation.
+            leases.put_spec({"renewTime": "t1"})
+            seen = gets(leases)
+            await until(lambda: gets(leases) >= seen + 3, "the renewal observed")
+            clock.now += 14.9
+            seen = gets(leases)
+            await until(lambda: gets(leases) >= seen + 5, "more attempts")
+            assert not task.done()
+            clock.now += 0.2  # now 15 s without a change: expired
+            await asyncio.wait_for(task, timeout=10)
+        finally:
+            task.cancel()
+        assert e.is_leader
+        spec = leases.spec()
+        assert (spec["holderIdentity"], spec["leaseTransitions"], spec["acquireTime"]) == ("me", 4, micro_time(NOW))
+
+    async def test_holds_by_renewing_and_stops_when_another_takes_the_lease(self) -> None:
+        leases, clock = MemoryLeases(), Clock()
+        e, registry = elector(leases, clock)
+        await e.acquire()
+        holding = asyncio.create_task(e.hold())
+        try:
+            await until(lambda: sum(1 for m, _ in leases.calls if m == "PUT") >= 3, "renewals")
+            assert not holding.done() and e.is_leader
+            # Someone takes the Lease (an admin, or a replica that judged it expired).
+            leases.put_spec({"holderIdentity": "thief", "renewTime": "t9"})
+            await asyncio.wait_for(holding, timeout=10)
+        finally:
+            holding.cancel()
+        assert not e.is_leader and master(registry) == 0.0
+        assert leases.spec()["holderIdentity"] == "thief"  # not taken back
+        assert not await e.release()  # nothing to release
+
+    async def test_hold_gives_up_at_the_renew_deadline_when_the_server_is_unreachable(self) -> None:
+        leases, clock = MemoryLeases(), Clock()
+        e, registry = elector(leases, clock)
+        await e.acquire()
+        leases.down = True
+        holding = asyncio.create_task(e.hold())
+        try:
+            failed = len(leases.calls)
+            await until(lambda: len(leases.calls) >= failed + 5, "failed renewals")
+            clock.now += 9.9
+            failed = len(leases.calls)
+            await until(lambda: len(leases.calls) >= failed + 3, "more failed renewals")
+            assert not holding.done() and e.is_leader  # still inside the renew deadline
+            clock.now += 0.2
+            await asyncio.wait_for(holding, timeout=10)
+        finally:
+            holding.cancel()
+        assert not e.is_leader and master(registry) == 0.0
+
+    async def test_release_frees_the_lease_keeping_its_transitions(self) -> None:
+        leases, clock = MemoryLeases(), Clock()
+        leases.put_spec(LeaseRecord("", 1, "t0", "t0", 6).to_spec())
+        e, registry = elector(leases, clock)
+        await e.acquire()
+        assert leases.spec()["leaseTransitions"] == 7
+        assert await e.release()
+        assert not e.is_leader and master(registry) == 0.0
+        spec = leases.spec()
+        assert (spec["holderIdentity"], spec["leaseDurationSeconds"], spec["leaseTransitions"]) == ("", 1, 7)
+
+    async def test_release_leaves_a_lease_changed_by_someone_else_alone(self) -> None:
+        leases, clock = MemoryLeases(), Clock()
+        e, _ = elector(leases, clock)
+        await e.acquire()
+        leases.put_spec({"holderIdentity": "other", "renewTime": "t5"})
+        assert not await e.release()
+        assert leases.spec()["holderIdentity"] == "other"
+
+    async def test_two_candidates_on_a_free_lease_elect_one(self) -> None:
+        leases, clock = MemoryLeases(), Clock()
+        a, _ = elector(leases, clock, "a")
+        b, _ = elector(leases, clock, "b")
+        ta, tb = asyncio.create_task(a.acquire()), asyncio.create_task(b.acquire())
+        try:
+            done, _ = await asyncio.wait({ta, tb}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+            assert len(done) == 1
+            await until(lambda: gets(leases) >= 10, "the loser keeps trying")
+            assert [a.is_leader, b.is_leader].count(True) == 1
+            assert not (ta.done() and tb.done())
+        finally:
+            ta.cancel()
+            tb.cancel()
+        assert leases.spec()["holderIdentity"] == ("a" if a.is_leader else "b")

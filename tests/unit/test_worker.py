@@ -1,7 +1,7 @@
 """The per-job worker's write path, on an in-memory ConfigMap store.
 
-``MemoryAPI`` implements the agent's ``KubeAPI`` protocol over a
-dict with resourceVersions and 409/404 like the API server's, so the state
+``MemoryAPI`` (tests/support) implements the agent's ``KubeAPI`` protocol over
+a dict with resourceVersions and 409/404 like the API server's, so the state
 machine (informer lag, foreign edits, deletions, conflicts, restarts) is
 tested on plain data. The real API server is exercised by the integration
 tests.
@@ -18,81 +18,16 @@ import pytest
 
 from agent import metrics
 from agent.api import ApiError, Conflict, NotFound
-from agent.worker import JobWorker
-from model.configmap import configmap_record
+from agent.worker import MAX_CONFLICTS, JobWorker
 from model.pod import pod_record
-from model.records import ConfigMapRecord, PodRecord, WorkloadRecord
+from model.records import PodRecord, WorkloadRecord
 from model.volcano import workload_record
 from tests.support.factories import volcano_job, volcano_pod
+from tests.support.memoryapi import MemoryAPI
+from tests.support.metricvalue import value
 
 Json = dict[str, Any]
 LABEL = "ring-controller.atlas"
-
-
-class MemoryAPI:
-    """ConfigMaps in a dict, with resourceVersion preconditions; Events in a list."""
-
-    def __init__(self) -> None:
-        self.cms: dict[tuple[str, str], Json] = {}
-        self.events: list[tuple[str, str]] = []
-        self.calls: list[str] = []
-        #: Pod annotation patches: (name, uid, annotations); ``pod_error`` raised instead when set.
-        self.touches: list[tuple[str, str, dict[str, str]]] = []
-        self.pod_error: dict[str, Exception] = {}
-        self._rv = 100
-        self._uid = 0
-
-    def _stamp(self, body: Json, *, uid: str | None = None) -> Json:
-        self._rv += 1
-        body = copy.deepcopy(body)
-        body["metadata"]["resourceVersion"] = str(self._rv)
-        if uid is None:
-            self._uid += 1
-            uid = f"cm-{self._uid}"
-        body["metadata"]["uid"] = uid
-        return body
-
-    def put(self, namespace: str, body: Json) -> Json:
-        """Store ``body`` as someone else would (no precondition)."""
-        key = (namespace, body["metadata"]["name"])
-        old = self.cms.get(key)
-        self.cms[key] = self._stamp(body, uid=old["metadata"]["uid"] if old else None)
-        return copy.deepcopy(self.cms[key])
-
-    def record(self, namespace: str, name: str) -> ConfigMapRecord | None:
-        raw = self.cms.get((namespace, name))
-        return configmap_record(raw) if raw else None
-
-    async def get_configmap(self, namespace: str, name: str) -> Json | None:
-        self.calls.append("get")
-        raw = self.cms.get((namespace, name))
-        return copy.deepcopy(raw) if raw else None
-
-    async def create_configmap(self, namespace: str, body: Json) -> Json:
-        self.calls.append("create")
-        key = (namespace, body["metadata"]["name"])
-        if key in self.cms:
-            raise Conflict(409, "AlreadyExists", "already exists")
-        self.cms[key] = self._stamp(body)
-        return copy.deepcopy(self.cms[key])
-
-    async def replace_configmap(self, namespace: str, name: str, body: Json) -> Json:
-        self.calls.append("update")
-        old = self.cms.get((namespace, name))
-        if old is None:
-            raise NotFound(404, "NotFound", "not found")
-        if body["metadata"].get("resourceVersion") != old["metadata"]["resourceVersion"]:
-            raise Conflict(409, "Conflict", "the object has been modified")
-        self.cms[(namespace, name)] = self._stamp(body, uid=old["metadata"]["uid"])
-        return copy.deepcopy(self.cms[(namespace, name)])
-
-    async def emit_event(self, *, involved: Json, event_type: str, reason: str, message: str) -> None:
-        self.events.append((event_type, reason))
-
-    async def annotate_pod(self, namespace: str, name: str, *, uid: str, annotations: dict[str, str]) -> None:
-        if name in self.pod_error:
-            raise self.pod_error[name]
-        self.touches.append((name, uid, dict(annotations)))
 
 
 def _job(workers: int = 2) -> tuple[Json, WorkloadRecord]:
@@ -327,3 +262,54 @@ async def test_gone_member_is_skipped_and_other_failures_raise_for_a_retry() -> 
     with pytest.raises(ApiError):
         await w.sync(wl, pods, api.record("ns", "rings-config-j"))
     assert [t[0] for t in api.touches] == [pods[1].name]  # the other pod was still annotated
+
+
+async def test_replace_of_a_configmap_deleted_under_us_falls_back_to_create() -> None:
+    api = MemoryAPI()
+    raw, wl = _job()
+    w = JobWorker(api=api)
+    await w.sync(wl, [], None)
+    stale = api.record("ns", "rings-config-j")  # the informer still shows it ...
+    del api.cms[("ns", "rings-config-j")]  # ... but it is gone from the server
+    before = value(metrics.CONFIGMAP_WRITES, verb="update", result="not_found")
+    await w.sync(wl, _pods(raw, 2), stale)
+    assert api.calls == ["create", "update", "create"]
+    assert _spec(api)["status"] == "completed" and w.status == "completed"
+    assert value(metrics.CONFIGMAP_WRITES, verb="update", result="not_found") == before + 1
+    assert w.written is not None and w.written.uid == api.cms[("ns", "rings-config-j")]["metadata"]["uid"]
+
+
+async def test_gives_up_after_the_conflict_limit_without_claiming_a_write() -> None:
+    api = MemoryAPI()
+    raw, wl = _job()
+    w = JobWorker(api=api)
+    await w.sync(wl, [], None)
+    written = w.written
+    api.fail["update"] = [Conflict(409, "Conflict", "the object has been modified")] * (MAX_CONFLICTS + 5)
+    with pytest.raises(RuntimeError, match=f"still conflicting after {MAX_CONFLICTS} attempts"):
+        await w.sync(wl, _pods(raw, 2), api.record("ns", "rings-config-j"))
+    assert api.calls.count("update") == MAX_CONFLICTS  # bounded: the queue's backoff takes over
+    assert api.calls.count("get") == MAX_CONFLICTS  # each conflict re-read the server's copy
+    assert w.written == written and w.status == "initializing"
+    assert _spec(api)["status"] == "initializing"
+
+
+async def test_conflicts_below_the_limit_are_absorbed() -> None:
+    api = MemoryAPI()
+    raw, wl = _job()
+    w = JobWorker(api=api)
+    await w.sync(wl, [], None)
+    api.fail["update"] = [Conflict(409, "Conflict", "the object has been modified")] * (MAX_CONFLICTS - 1)
+    await w.sync(wl, _pods(raw, 2), api.record("ns", "rings-config-j"))
+    assert api.calls.count("update") == MAX_CONFLICTS and _spec(api)["status"] == "completed"
+
+
+async def test_a_zero_member_workload_never_completes() -> None:
+    api = MemoryAPI()
+    raw, wl = _job(0)
+    assert wl.expected == 0
+    w = JobWorker(api=api)
+    for _ in range(2):
+        await w.sync(wl, _pods(raw, 2), api.record("ns", "rings-config-j"))  # stray pods change nothing
+    assert _spec(api)["status"] == "initializing" and _spec(api)["members"] == []
+    assert w.status == "initializing" and ("Normal", "SpecCompleted") not in api.events

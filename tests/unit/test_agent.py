@@ -1,0 +1,171 @@
+"""The agent's routing and bookkeeping around its per-job workers.
+
+The caches are plain dicts here (the lookups the daemon passes in read its
+informers); the ConfigMap verbs go to ``MemoryAPI``. What is tested is what
+only a cluster exercised before: a deleted workload's worker is forgotten and
+the jobs gauge follows, and an invalid job is looked at again after
+``RECHECK_INVALID_SECONDS`` because what blocks it may go away unseen.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent import metrics
+from agent.agent import RECHECK_INVALID_SECONDS, Agent
+from model.configmap import configmap_body, configmap_record
+from model.pod import pod_record
+from model.records import ConfigMapRecord, JobKey, ObjectKey, PodRecord, WorkloadRecord
+from model.volcano import workload_record
+from tests.support.factories import volcano_job, volcano_pod
+from tests.support.memoryapi import MemoryAPI
+from tests.support.metricvalue import value
+
+Json = dict[str, Any]
+LABEL = "ring-controller.atlas"
+
+
+class Caches:
+    """What the informers would hold, and what the agent asked to be queued."""
+
+    def __init__(self, api: MemoryAPI) -> None:
+        self.api = api
+        self.workloads: dict[JobKey, WorkloadRecord] = {}
+        self.pods: dict[JobKey, list[PodRecord]] = {}
+        self.enqueued: list[JobKey] = []
+        self.later: list[tuple[JobKey, float]] = []
+
+    def configmap(self, key: ObjectKey) -> ConfigMapRecord | None:
+        namespace, name = key.split("/", 1)
+        raw = self.api.cms.get((namespace, name))
+        record = configmap_record(raw) if raw else None
+        return record if record is not None and record.managed else None  # the informer's label selector
+
+    def agent(self) -> Agent:
+        return Agent(
+            api=self.api,
+            enqueue=self.enqueued.append,
+            workload=self.workloads.get,
+            pods=lambda key: self.pods.get(key, []),
+            configmap=self.configmap,
+            requeue_after=lambda key, delay: self.later.append((key, delay)),
+        )
+
+
+def _job(name: str, workers: int = 2) -> tuple[Json, WorkloadRecord]:
+    raw = volcano_job(name, namespace="ns", tasks=[("worker", workers)], uid=f"{name}-uid")
+    return raw, workload_record(raw, label_key=LABEL)
+
+
+def _running(raw: Json, n: int) -> list[PodRecord]:
+    name = raw["metadata"]["name"]
+    return [
+        pod_record(volcano_pod(raw, task="worker", index=i, uid=f"{name}-p{i}", ip=f"127.1.0.{i + 1}", phase="Running"))
+        for i in range(n)
+    ]
+
+
+def jobs(status: str) -> float:
+    return value(metrics.JOBS, status=status)
+
+
+async def test_a_deleted_workloads_worker_is_forgotten_and_its_gauge_decremented() -> None:
+    caches = Caches(MemoryAPI())
+    agent = caches.agent()
+    raw, wl = _job("gone")
+    caches.workloads[wl.key], caches.pods[wl.key] = wl, _running(raw, 2)
+    before = jobs("completed")
+    await agent.sync(wl.key)
+    assert agent.status(wl.key) == "completed" and jobs("completed") == before + 1
+    del caches.workloads[wl.key]
+    await agent.sync(wl.key)
+    assert agent.status(wl.key) is None
+    assert jobs("completed") == before
+    await agent.sync(wl.key)  # a second delete event: nothing left to count down
+    assert jobs("completed") == before
+
+
+async def test_the_gauge_moves_with_the_status() -> None:
+    caches = Caches(MemoryAPI())
+    agent = caches.agent()
+    raw, wl = _job("moving")
+    caches.workloads[wl.key] = wl
+    init, done = jobs("initializing"), jobs("completed")
+    await agent.sync(wl.key)
+    assert (jobs("initializing"), jobs("completed")) == (init + 1, done)
+    caches.pods[wl.key] = _running(raw, 2)
+    await agent.sync(wl.key)
+    assert (jobs("initializing"), jobs("completed")) == (init, done + 1)
+
+
+async def test_an_invalid_job_is_looked_at_again_after_a_minute() -> None:
+    api = MemoryAPI()
+    caches = Caches(api)
+    agent = caches.agent()
+    raw, wl = _job("blocked")
+    api.put("ns", {"metadata": {"name": wl.configmap, "namespace": "ns"}, "data": {"x": "y"}})  # foreign
+    caches.workloads[wl.key], caches.pods[wl.key] = wl, _running(raw, 2)
+    await agent.sync(wl.key)
+    assert agent.status(wl.key) == "invalid"
+    assert caches.later == [(wl.key, RECHECK_INVALID_SECONDS)] and RECHECK_INVALID_SECONDS == 60.0
+    # The owner deletes its ConfigMap (no event this controller watches): the recheck completes it.
+    del api.cms[("ns", wl.configmap)]
+    await agent.sync(wl.key)
+    assert agent.status(wl.key) == "completed"
+    assert caches.later == [(wl.key, RECHECK_INVALID_SECONDS)]  # a valid job is not rechecked
+
+
+async def test_a_valid_job_asks_for_no_recheck() -> None:
+    caches = Caches(MemoryAPI())
+    agent = caches.agent()
+    raw, wl = _job("fine")
+    caches.workloads[wl.key] = wl
+    await agent.sync(wl.key)
+    caches.pods[wl.key] = _running(raw, 2)
+    await agent.sync(wl.key)
+    assert caches.later == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "queued"),
+    [
+        pytest.param(None, "a", True, id="added"),
+        pytest.param("a", "a", False, id="unchanged"),
+        pytest.param("a", None, True, id="deleted"),
+    ],
+)
+def test_workload_events_only_enqueue_on_change(old: str | None, new: str | None, queued: bool) -> None:
+    api = MemoryAPI()
+    caches = Caches(api)
+    agent = caches.agent()
+    _, wl = _job("ev")
+    records = {"a": wl}
+    agent.on_workload(records.get(old or ""), records.get(new or ""))
+    assert caches.enqueued == ([wl.key] if queued else [])
+    assert api.calls == []  # handlers never call the API
+
+
+def test_a_pod_moving_between_jobs_enqueues_both() -> None:
+    caches = Caches(MemoryAPI())
+    agent = caches.agent()
+    raw_a, _ = _job("a")
+    raw_b, _ = _job("b")
+    (pa,), (pb,) = _running(raw_a, 1), _running(raw_b, 1)
+    agent.on_pod(pa, pb)
+    assert pa.job is not None and pb.job is not None and pa.job != pb.job
+    assert sorted(caches.enqueued) == sorted([pa.job, pb.job])
+
+
+def test_configmap_events_enqueue_their_job() -> None:
+    caches = Caches(MemoryAPI())
+    agent = caches.agent()
+    _, wl = _job("cm")
+    body = configmap_body(
+        namespace="ns", name=wl.configmap, job=wl.key, owner=wl.owner_reference(), data={"cluster.json": "{}"}
+    )
+    record = configmap_record(body)
+    agent.on_configmap(None, record)
+    agent.on_configmap(record, record)  # a resync: no change, no work
+    assert caches.enqueued == [wl.key]
