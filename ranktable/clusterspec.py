@@ -332,7 +332,7 @@ def spec_from_json(text: str) -> ClusterSpec:
     """
     try:
         raw = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except (ValueError, RecursionError) as err:  # also numbers over the digit limit, nesting too deep
         raise SpecError(f"not valid JSON: {err}") from None
     obj = _object(raw, "the spec")
     job_raw = _object(_get(obj, "job", ""), "job")

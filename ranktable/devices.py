@@ -63,7 +63,7 @@ def parse_device_annotation(text: str) -> DeviceAnnotation:
     """
     try:
         raw = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as err:
+    except (ValueError, RecursionError, TypeError) as err:  # ValueError: also a number over the digit limit
         raise InvalidDeviceAnnotation("json", f"device annotation is not valid JSON: {err}") from None
     if not isinstance(raw, dict):
         raise InvalidDeviceAnnotation("schema", "device annotation must be a JSON object")

@@ -72,7 +72,7 @@ def read_hccl(text: str) -> dict[str, Any]:
     """
     try:
         raw = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except (ValueError, RecursionError) as err:  # also numbers over the digit limit, nesting too deep
         raise SpecError(f"hccl.json: not valid JSON: {err}") from None
     if not isinstance(raw, dict):
         raise SpecError("hccl.json: expected a JSON object")
