@@ -31,6 +31,7 @@ import structlog
 
 from agent import metrics
 from agent.api import Json, KubeAPI
+from agent.events import EventCorrelator
 from agent.worker import JobWorker
 from model.records import ConfigMapRecord, JobKey, ObjectKey, PodRecord, WorkloadRecord, object_key
 
@@ -43,15 +44,19 @@ RECHECK_INVALID_SECONDS = 60.0
 class BackgroundEvents:
     """``api`` with ``emit_event`` returning at once; the Event is sent by a task.
 
-    At most ``limit`` Events are in flight; beyond that ``emit_event`` waits
-    for its own send (back-pressure instead of an unbounded backlog). Events
-    still in flight when the process stops are lost, which the protocol
-    allows. The ConfigMap verbs pass straight through.
+    Every Event first passes the ``correlator`` (:mod:`agent.events`):
+    duplicates and a flood on one object are dropped and counted, so a
+    flapping input cannot make unbounded Event writes. At most ``limit``
+    Events are in flight; beyond that ``emit_event`` waits for its own send
+    (back-pressure instead of an unbounded backlog). Events still in flight
+    when the process stops are lost, which the protocol allows. The
+    ConfigMap verbs pass straight through.
     """
 
-    def __init__(self, api: KubeAPI, *, limit: int = 64) -> None:
+    def __init__(self, api: KubeAPI, *, limit: int = 64, correlator: EventCorrelator | None = None) -> None:
         self._api = api
         self._limit = limit
+        self._correlator = correlator or EventCorrelator()
         self._pending: set[asyncio.Task[None]] = set()
 
     async def get_configmap(self, namespace: str, name: str) -> Json | None:
@@ -67,6 +72,12 @@ class BackgroundEvents:
         await self._api.annotate_pod(namespace, name, uid=uid, annotations=annotations)
 
     async def emit_event(self, *, involved: Json, event_type: str, reason: str, message: str) -> None:
+        verdict = self._correlator.allow(involved=involved, event_type=event_type, reason=reason, message=message)
+        if verdict != "send":
+            metrics.EVENTS_DROPPED.labels(verdict).inc()
+            log.debug("event.dropped", cause=verdict, reason=reason, involved=involved.get("name"))
+            return
+        metrics.EVENTS.labels(event_type, reason).inc()
         send = self._send(involved=involved, event_type=event_type, reason=reason, message=message)
         if len(self._pending) >= self._limit:
             await send

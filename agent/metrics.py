@@ -45,6 +45,13 @@ EVENTS = Counter(
     ["type", "reason"],
     registry=None,
 )
+EVENTS_DROPPED = Counter(
+    "ringcontroller_events_dropped_total",
+    "Kubernetes Events not sent, by cause: duplicate (same object, reason and message within 10 min) "
+    "or rate_limited (over the per-object burst).",
+    ["cause"],
+    registry=None,
+)
 
 #: Every collector above, for the daemon to register.
-ALL = (CONFIGMAP_WRITES, POD_TOUCHES, INVALID_INPUTS, JOBS, SPEC_LATENCY, EVENTS)
+ALL = (CONFIGMAP_WRITES, POD_TOUCHES, INVALID_INPUTS, JOBS, SPEC_LATENCY, EVENTS, EVENTS_DROPPED)

@@ -313,7 +313,6 @@ class JobWorker:
             await self._event(workload, "Warning", _event_reason(problem.reason), problem.message)
 
     async def _event(self, workload: WorkloadRecord, event_type: str, reason: str, message: str) -> None:
-        metrics.EVENTS.labels(event_type, reason).inc()
         await self._api.emit_event(
             involved={
                 "apiVersion": workload.api_version,
