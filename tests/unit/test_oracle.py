@@ -1,0 +1,99 @@
+"""The chaos oracle against ``decide()``: two independent readings of the contract must agree.
+
+A disagreement means one of them is wrong; the chaos runs trust the oracle,
+so it is checked here on generated Volcano Jobs and Deployments (task orders
+not alphabetical, pods in every state, replacements overlapping).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent.decide import decide
+from model.deployment import workload_record as deployment_record
+from model.pod import pod_record
+from model.volcano import workload_record as volcano_record
+from ranktable.clusterspec import CLUSTER_FILE
+from tests.support import oracle
+from tests.support.factories import pod_template, volcano_job, volcano_pod
+
+LABEL = "ring-controller.atlas"
+NAMES = ("worker", "chief", "zeta", "alpha", "ps")
+STATE = st.sampled_from(["running", "pending", "no_ip", "deleting", "old_version", "stranger"]) | st.just("running")
+
+
+def configmap(data: dict[str, str] | None) -> dict[str, Any] | None:
+    return {"data": data} if data is not None else None
+
+
+@settings(max_examples=30)
+@given(
+    tasks=st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True).flatmap(
+        lambda names: st.lists(st.integers(0, 3) | st.integers(1, 3), min_size=len(names), max_size=len(names)).map(
+            lambda counts: list(zip(names, counts, strict=True))
+        )
+    ),
+    complete=st.booleans(),
+    data=st.data(),
+)
+def test_oracle_agrees_with_decide_on_volcano_jobs(tasks: list[tuple[str, int]], complete: bool, data: Any) -> None:
+    raw = volcano_job("j", namespace="ns", tasks=tasks, uid="job-uid")
+    pods = []
+    for t, n in tasks:
+        for i in range(n):
+            states = data.draw(st.lists(STATE, max_size=2))
+            if complete:
+                states = ["running", *states]  # every slot can count: the case where ranks are compared
+            for k, state in enumerate(states):
+                pod = volcano_pod(
+                    raw, task=t, index=i, uid=f"{t}-{i}-{k}", ip="" if state == "no_ip" else f"127.1.{k}.{i + 1}",
+                    phase="Pending" if state == "pending" else "Running", version=7 if state == "old_version" else 0,
+                    name_suffix=f"-r{k}" if k else "",
+                )  # fmt: skip
+                pod["metadata"]["creationTimestamp"] = f"2026-11-29T00:00:0{(k + 1) // 2}Z"  # k 1 and 2 tie
+                if state == "deleting":
+                    pod["metadata"]["deletionTimestamp"] = "2026-11-29T00:01:00Z"
+                if state == "stranger":
+                    pod["metadata"]["ownerReferences"][0]["uid"] = "older-job"
+                pods.append(pod)
+    raw["metadata"]["namespace"] = "ns"
+    d = decide(volcano_record(raw, label_key=LABEL), [pod_record(p) for p in pods], previous=None)
+    assert d.data is not None
+    expected = oracle.expect_volcano(raw, pods)
+    assert oracle.mismatch(expected, configmap(d.data)) is None, (expected, json.loads(d.data[CLUSTER_FILE]))
+
+
+def _deployment_pod(name: str, k: int, state: str) -> dict[str, Any]:
+    template = pod_template()
+    return {
+        "metadata": {
+            "name": f"d-abc-{name}",
+            "namespace": "ns",
+            "uid": f"uid-{name}",
+            "labels": {**template["metadata"]["labels"], "pod-template-hash": "abc"},
+            "ownerReferences": [{"kind": "ReplicaSet", "name": "d-abc", "uid": "rs", "controller": True}],
+            "creationTimestamp": f"2026-11-29T00:00:0{k % 3}Z",
+            **({"deletionTimestamp": "2026-11-29T00:01:00Z"} if state == "deleting" else {}),
+        },
+        "spec": template["spec"],
+        "status": {"phase": "Pending" if state == "pending" else "Running", "podIP": f"127.1.0.{k + 1}"},
+    }
+
+
+@settings(max_examples=30)
+@given(replicas=st.integers(0, 4), states=st.lists(st.sampled_from(["running", "pending", "deleting"]), max_size=6))
+def test_oracle_agrees_with_decide_on_deployments(replicas: int, states: list[str]) -> None:
+    raw = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": "ns", "uid": "d-uid", "labels": {LABEL: "tensorflow"}},
+        "spec": {"replicas": replicas, "template": pod_template()},
+    }
+    pods = [_deployment_pod(f"p{k}", k, s) for k, s in enumerate(states)]
+    d = decide(deployment_record(raw, label_key=LABEL), [pod_record(p) for p in pods], previous=None)
+    assert d.data is not None
+    assert oracle.mismatch(oracle.expect_deployment(raw, pods), configmap(d.data)) is None
