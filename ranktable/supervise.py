@@ -21,9 +21,9 @@ the parent process (PID 1 of the container) and:
 5. forwards SIGTERM, SIGINT and SIGHUP to CMD's process group (SIGKILL after
    the grace period) and then exits with CMD's code;
 6. exits with CMD's own code (128+N for signal N) when CMD ends by itself,
-   except when CMD failed after the spec had already moved on (a peer died,
-   the collective failed before the new spec arrived): that counts as a
-   restart like step 3.
+   except when CMD failed and the spec moves on by the end of one grace
+   period (a peer died and the collective failed just before the new spec
+   arrived): that counts as a restart like step 3.
 
 Failure modes it handles: a peer pod deleted and recreated (same or new
 name, new IP), a peer's IP or port changed, the job recreated under the same
@@ -248,12 +248,34 @@ class Supervisor:
                 if stopping == "spent":
                     raise Outcome(EXIT_RESTARTS_SPENT, f"error: --max-restarts {self.max_restarts} spent")
                 if stopping is None:
-                    if code == 0 or not self._moved(running):
+                    if code == 0 or not self._settle(running):
                         raise Outcome(code)
                     self._log(f"CMD failed after the membership changed ({self._moved(running)}): restarting")
                     if self.restarts >= self.max_restarts:
                         raise Outcome(EXIT_RESTARTS_SPENT, f"error: --max-restarts {self.max_restarts} spent")
                 return self._next(running)
+
+    def _settle(self, running: SpecKey) -> bool:
+        """After CMD failed by itself: did the membership change, now or within the grace period?
+
+        A trainer often notices a dead peer (and fails) moments before the
+        controller's new spec arrives; waiting one grace period for it tells a
+        peer loss (restart) from the trainer's own failure (exit with its code).
+        """
+        deadline = time.monotonic() + self.grace
+        while not self._moved(running):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            try:
+                event = self._events.get(timeout=remaining)
+            except queue.Empty:
+                return False
+            if isinstance(event, _Verdict):
+                self._latest = event
+            elif isinstance(event, _Signal):
+                raise Outcome(128 + event.signum, f"{signal.Signals(event.signum).name} after CMD failed")
+        return True
 
     def _moved(self, running: SpecKey) -> str:
         """Why the latest spec is not the one CMD runs with, or "" if it still is (or is unknown)."""

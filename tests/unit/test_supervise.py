@@ -85,6 +85,19 @@ class Launch:
         assert ready, f"no output within {timeout}s; stderr so far:\n{self.stderr_now()}"
         return self.proc.stdout.readline().strip()
 
+    def stderr_until(self, fragment: str, timeout: float = 20) -> None:
+        """Read ring-launch's stderr up to the first line holding ``fragment``."""
+        assert self.proc.stderr is not None
+        seen = []
+        while True:
+            ready, _, _ = select.select([self.proc.stderr], [], [], timeout)
+            assert ready, f"no {fragment!r} on stderr within {timeout}s: {seen}"
+            line = self.proc.stderr.readline()
+            assert line, f"stderr ended before {fragment!r}: {seen}"
+            seen.append(line)
+            if fragment in line:
+                return
+
     def stderr_now(self) -> str:
         if self.proc.poll() is None:
             return "(still running)"
@@ -264,7 +277,7 @@ def test_cmd_ending_by_itself_gives_its_exit_code(
     volume: KubeletDir, child: Path, launches: list[Launch], tmp_path: Path, code: int
 ) -> None:
     volume.publish_spec(make_spec([("worker", 2)]))
-    launch = supervise(launches, volume, child, mode=f"exit {code}", tmp=tmp_path)
+    launch = supervise(launches, volume, child, "--grace-period", "0.5", mode=f"exit {code}", tmp=tmp_path)
     assert launch.line() == "started 0 1 127.1.0.1"
     assert launch.finish()[0] == code
 
@@ -308,3 +321,25 @@ def test_sigint_while_waiting_for_the_new_spec_exits_130(
     os.kill(launch.proc.pid, signal.SIGINT)
     code, _, err = launch.finish()
     assert code == 130, err
+
+
+def test_cmd_failing_just_before_the_new_epoch_is_restarted(
+    volume: KubeletDir, child: Path, launches: list[Launch], tmp_path: Path
+) -> None:
+    """A trainer that dies of its peer's loss a moment before the spec changes is restarted, not reported."""
+    spec = make_spec([("worker", 2)], epoch=1)
+    volume.publish_spec(spec)
+    argv = ring_launch(volume.root, "--supervise", "--grace-period", "30", "--hostfile-dir", str(tmp_path / "h"))
+    script = (
+        "import os, sys; print('started', os.environ['RING_RESTART_COUNT'], flush=True);"
+        "sys.exit(0 if os.environ['RING_RESTART_COUNT'] != '0' else 9)"
+    )
+    launch = Launch([*argv, "--", sys.executable, "-c", script], env=env_for())
+    launches.append(launch)
+    assert launch.line() == "started 0"
+    launch.stderr_until("CMD exited with 9")  # failed by itself; ring-launch now waits up to the grace period
+    volume.publish_spec(moved(spec, epoch=2, master_ip="127.1.0.9"))
+    assert launch.line() == "started 1"
+    code, _, err = launch.finish()
+    assert code == 0, err
+    assert "restart 1 (epoch 2)" in err

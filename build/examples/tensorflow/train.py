@@ -28,6 +28,16 @@ Data: the "CIFAR-10 python version" pickle batches (``data_batch_1..5``,
 mount path). Nothing is downloaded. ``make_cifar10.py`` writes small
 synthetic batches in the same format.
 
+Checkpoints (``--checkpoint-dir``, env ``CHECKPOINT_DIR``): every
+``--checkpoint-every`` steps the model and optimizer are saved with
+``tf.train.CheckpointManager``; every worker saves (MultiWorkerMirroredStrategy
+wants all of them to), worker 0 (or the chief) into the directory, the others
+into a scratch directory they delete again. At start every worker restores the
+latest checkpoint of the directory and continues from its step, so a trainer
+restarted by ``ring-launch --supervise`` (``RING_RESTART_COUNT``) or a
+recreated pod resumes instead of starting over. The directory must be shared
+by the workers (a volume; here, the same machine).
+
 Output, for people and for tests:
 
 * stdout: ``strategy ready workers=N task=worker:i`` once the cluster has
@@ -35,7 +45,8 @@ Output, for people and for tests:
 * ``--result FILE``: a JSON document with the loss history, a SHA-256 of the
   final weights and their sum, the number of steps, the task, and wall-clock
   timestamps (``time.time()``) of start, TensorFlow imported, strategy ready,
-  first step done and end.
+  first step done and end; with checkpoints also the step it resumed from and
+  ``RING_RESTART_COUNT``.
 
 Exit status: 0 on success, 2 on a usage or data error (message on stderr),
 anything else is TensorFlow failing.
@@ -241,6 +252,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--seed", type=int, default=_env_int("SEED", 1234), help="env SEED")
     p.add_argument(
+        "--checkpoint-dir",
+        type=Path,
+        default=Path(os.environ["CHECKPOINT_DIR"]) if os.environ.get("CHECKPOINT_DIR") else None,
+        help="save and resume from checkpoints here, shared by all workers (env CHECKPOINT_DIR)",
+    )
+    p.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=_env_int("CHECKPOINT_EVERY", 10),
+        help="steps between checkpoints (env CHECKPOINT_EVERY)",
+    )
+    p.add_argument(
+        "--step-delay",
+        type=float,
+        default=_env_float("STEP_DELAY", 0.0),
+        help="seconds to pause after each step, to stretch a demo or test run (env STEP_DELAY)",
+    )
+    p.add_argument(
         "--result",
         type=Path,
         default=Path(os.environ["RESULT_FILE"]) if os.environ.get("RESULT_FILE") else None,
@@ -252,6 +281,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.steps < 0:
         p.error("--steps must be >= 0")
+    if args.checkpoint_every < 1:
+        p.error("--checkpoint-every must be at least 1")
+    if args.step_delay < 0:
+        p.error("--step-delay must be >= 0")
     return args
 
 
@@ -315,6 +348,20 @@ def train(args: argparse.Namespace, data: Dataset, tf_config: dict[str, Any], so
             ]
         )
         optimizer = keras.optimizers.SGD(learning_rate=args.learning_rate, momentum=0.9)
+        optimizer.build(model.trainable_variables)  # its slots exist before a restore, not lazily after
+
+    manager = None
+    resumed_from = 0
+    if args.checkpoint_dir is not None:
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+        leader = task_type == "chief" or (task_type == "worker" and task_id == 0 and "chief" not in cluster)
+        write_dir = args.checkpoint_dir if leader else args.checkpoint_dir / f".scratch-{task_type}-{task_id}"
+        manager = tf.train.CheckpointManager(checkpoint, str(write_dir), max_to_keep=3)
+        latest = tf.train.latest_checkpoint(str(args.checkpoint_dir))
+        if latest is not None:
+            checkpoint.restore(latest).assert_existing_objects_matched()
+            resumed_from = int(latest.rsplit("-", 1)[1])
+            print(f"resumed from {latest} step={resumed_from}", flush=True)
 
     def train_step_fn(batch: Any) -> Any:
         def step_fn(x: Any, y: Any) -> Any:
@@ -333,13 +380,19 @@ def train(args: argparse.Namespace, data: Dataset, tf_config: dict[str, Any], so
 
     losses: list[float] = []
     t_first_step: float | None = None
-    for step in range(1, total_steps + 1):
+    for step in range(resumed_from + 1, total_steps + 1):
         loss = float(train_step(next(iterator)))
         losses.append(loss)
         if t_first_step is None:
             t_first_step = time.time()
         epoch = (step - 1) // steps_per_epoch + 1
         print(f"step={step} loss={loss:.6f} epoch={epoch}", flush=True)
+        if manager is not None and (step % args.checkpoint_every == 0 or step == total_steps):
+            manager.save(checkpoint_number=step)
+            if manager.directory != str(args.checkpoint_dir):
+                tf.io.gfile.rmtree(manager.directory)
+        if args.step_delay:
+            time.sleep(args.step_delay)
 
     weights = [np.asarray(w.numpy()) for w in model.weights]
     digest, weights_sum = weights_digest(weights)
@@ -358,6 +411,9 @@ def train(args: argparse.Namespace, data: Dataset, tf_config: dict[str, Any], so
         "tf_config_source": source,
         "tensorflow_version": tf.__version__,
         "steps": len(losses),
+        "resumed_from_step": resumed_from,
+        "last_step": resumed_from + len(losses),
+        "restart_count": int(os.environ.get("RING_RESTART_COUNT") or 0),
         "steps_per_epoch": steps_per_epoch,
         "global_batch_size": global_batch,
         "losses": losses,
