@@ -53,7 +53,6 @@ import sys
 import tempfile
 from typing import Final
 
-from ranktable import supervise
 from ranktable.clusterspec import PodNotInSpec, SpecError
 from ranktable.exports import frameworks_text, member_env
 from ranktable.hostfile import FILE_NAMES, hostfile_text
@@ -68,6 +67,10 @@ from ranktable.wait import (
     identity_from_env,
     wait_for_spec,
 )
+
+#: ``--supervise`` defaults (:mod:`ranktable.supervise` is imported only when used).
+DEFAULT_GRACE: Final = 10.0
+DEFAULT_MAX_RESTARTS: Final = 10
 
 EXIT_USAGE: Final = 2
 EXIT_NOT_IN_SPEC: Final = 3
@@ -161,14 +164,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--grace-period",
         type=float,
-        default=supervise.DEFAULT_GRACE,
-        help=f"--supervise: seconds between SIGTERM and SIGKILL of CMD (default {supervise.DEFAULT_GRACE:g})",
+        default=DEFAULT_GRACE,
+        help=f"--supervise: seconds between SIGTERM and SIGKILL of CMD (default {DEFAULT_GRACE:g})",
     )
     parser.add_argument(
         "--max-restarts",
         type=int,
-        default=supervise.DEFAULT_MAX_RESTARTS,
-        help=f"--supervise: restarts allowed before giving up with exit 4 (default {supervise.DEFAULT_MAX_RESTARTS})",
+        default=DEFAULT_MAX_RESTARTS,
+        help=f"--supervise: restarts allowed before giving up with exit 4 (default {DEFAULT_MAX_RESTARTS})",
     )
     return parser
 
@@ -294,7 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     for key in sorted(env):
         _log(f"{key}={env[key]}")
     if args.supervise:
-        return supervise.Supervisor(
+        from ranktable.supervise import Supervisor
+
+        return Supervisor(
             command=command,
             source=source,
             identity=identity,

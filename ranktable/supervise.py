@@ -59,8 +59,6 @@ from typing import Final
 from ranktable.clusterspec import ClusterSpec, PodNotInSpec, SpecError
 from ranktable.wait import Identity, Judge, Log, Ready, Source, quiet
 
-DEFAULT_GRACE: Final = 10.0
-DEFAULT_MAX_RESTARTS: Final = 10
 #: Exit code when a restart is needed but ``--max-restarts`` are spent.
 EXIT_RESTARTS_SPENT: Final = 4
 RESTART_COUNT_VAR: Final = "RING_RESTART_COUNT"
@@ -133,8 +131,8 @@ class Supervisor:
         identity: Identity,
         first: Ready,
         environment: Callable[[Ready], Mapping[str, str]],
-        grace: float = DEFAULT_GRACE,
-        max_restarts: int = DEFAULT_MAX_RESTARTS,
+        grace: float,
+        max_restarts: int,
         timeout: float,
         log: Log = quiet,
     ) -> None:
