@@ -13,7 +13,11 @@
 # jobset,volcano,trainer` in $RING_DEVCLUSTER_WORKLOADS_STATE (default
 # $RING_DEVCLUSTER_STATE-workloads), for tests/workloads/ (those controllers act on every JobSet and
 # Volcano Job, so they cannot share the cluster of the tests that play them
-# by hand; their cold build adds about 15 minutes on 2 cores); pytest over
+# by hand; their cold build adds about 15 minutes on 2 cores), which also gets
+# the machine's one real node (`--with node`: kubelet, kube-proxy, containerd,
+# CoreDNS; `up` apt-installs containerd, runc, the CNI plugins, iptables and
+# conntrack when missing; this script installs busybox-static, the tests'
+# image); pytest over
 # tests/ (unit, integration, e2e); ruff; the import-linter contracts; mypy
 # (strict, as pyproject.toml configures it).
 # Both clusters are left running for the next run; stop them with
@@ -45,8 +49,15 @@ step "ring-devcluster up (state: $RING_DEVCLUSTER_STATE)"
 command -v go >/dev/null || echo "note: no 'go' on PATH; fine only if the binaries are already cached" >&2
 ring-devcluster up --state-dir "$RING_DEVCLUSTER_STATE"
 
-step "ring-devcluster up --with jobset,volcano,trainer (state: $RING_DEVCLUSTER_WORKLOADS_STATE)"
-ring-devcluster up --state-dir "$RING_DEVCLUSTER_WORKLOADS_STATE" --with jobset,volcano,trainer
+if ! dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' \
+    && [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+    step "apt-get install busybox-static (the real node's test image)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox-static >/dev/null \
+        || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox-static >/dev/null; }
+fi
+
+step "ring-devcluster up --with jobset,volcano,trainer,node (state: $RING_DEVCLUSTER_WORKLOADS_STATE)"
+ring-devcluster up --state-dir "$RING_DEVCLUSTER_WORKLOADS_STATE" --with jobset,volcano,trainer,node
 
 step "pytest tests $*"
 python -m pytest -v tests "$@"

@@ -20,8 +20,10 @@ from kubernetes.client.exceptions import ApiException
 from tests.support.clients import REPO
 from tests.support.kubehelp import wait_for
 
-#: The optional components this cluster runs (trainer implies jobset).
+#: The workload controllers this cluster runs (trainer implies jobset).
 WORKLOAD_CONTROLLERS = ("jobset", "volcano", "trainer")
+#: Every optional component of this cluster: the controllers and the real node.
+CLUSTER_ADDONS = (*WORKLOAD_CONTROLLERS, "node")
 RUNTIME_EXAMPLE = REPO / "build" / "examples" / "trainer" / "tensorflow-runtime.yaml"
 TRAINJOB_EXAMPLE = REPO / "build" / "examples" / "trainer" / "trainjob.yaml"
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")

@@ -1,12 +1,14 @@
 """Fixtures for the tests that run on the cluster with the real workload controllers.
 
 These tests use their own control plane, ``ring-devcluster up --with
-jobset,volcano,trainer`` in ``$RING_DEVCLUSTER_WORKLOADS_STATE`` (default: the
-main state directory with ``-workloads`` appended). The real controllers act
-on EVERY object of their kinds, so they cannot share a cluster with the tests
-that create JobSet and Volcano pods themselves (test_controller_kinds,
-test_controller_volcano): they would create the same pods first and overwrite
-a Volcano job's version. The fixtures ``kubeconfig`` and ``k8s`` are
+jobset,volcano,trainer,node`` in ``$RING_DEVCLUSTER_WORKLOADS_STATE`` (default:
+the main state directory with ``-workloads`` appended). It also has the
+machine's one real node (``--with node``: only one cluster can), so the
+tests of real containers run here, next to the real workload controllers.
+The real controllers act on EVERY object of their kinds, so they cannot
+share a cluster with the tests that create JobSet and Volcano pods themselves
+(test_controller_kinds, test_controller_volcano): they would create the same
+pods first and overwrite a Volcano job's version. The fixtures ``kubeconfig`` and ``k8s`` are
 overridden for this directory; the shared ``namespace`` and ``controller``
 fixtures follow them.
 """
@@ -22,24 +24,25 @@ import pytest
 
 from ringdevcluster import Cluster, ensure_up
 from tests.support.clients import K8s, workloads_state_dir
-from tests.support.workloads import WORKLOAD_CONTROLLERS
+from tests.support.realnode import import_busybox
+from tests.support.workloads import CLUSTER_ADDONS
 
 
 @pytest.fixture(scope="session")
 def workloads(pytestconfig: pytest.Config) -> Cluster:
-    """The control plane with JobSet, Volcano and Trainer running (started, repaired or reused)."""
+    """The control plane with JobSet, Volcano, Trainer and the real node running (started, repaired or reused)."""
     capture = pytestconfig.pluginmanager.getplugin("capturemanager")
     uncaptured = capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
     try:
         with uncaptured:  # a cold build of the controllers takes minutes: show progress
             return ensure_up(
                 state_dir=workloads_state_dir(),
-                addons=WORKLOAD_CONTROLLERS,
+                addons=CLUSTER_ADDONS,
                 say=lambda msg: print(f"ring-devcluster: {msg}", file=sys.stderr, flush=True),
             )
     except Exception as err:  # noqa: BLE001 - every failure must fail loudly, with its message
         pytest.fail(
-            f"the control plane with {', '.join(WORKLOAD_CONTROLLERS)} could not be brought up in "
+            f"the control plane with {', '.join(CLUSTER_ADDONS)} could not be brought up in "
             f"{workloads_state_dir()}: {type(err).__name__}: {err}",
             pytrace=False,
         )
@@ -57,3 +60,15 @@ def k8s(kubeconfig: Path) -> Iterator[K8s]:
     clients = K8s.from_kubeconfig(kubeconfig)
     yield clients
     clients.api.close()  # type: ignore[no-untyped-call]
+
+
+@pytest.fixture(scope="session")
+def real_node(workloads: Cluster) -> Cluster:
+    """The workloads cluster, for tests about its real node (Ready once ``up`` returned)."""
+    return workloads
+
+
+@pytest.fixture(scope="session")
+def busybox_image(real_node: Cluster, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A busybox image in the real node's containerd (imported once per session); its name."""
+    return import_busybox(tmp_path_factory.mktemp("images"))

@@ -35,10 +35,10 @@ from tests.support.controllerproc import ControllerProcess
 from tests.support.factories import pod_template, volcano_job
 from tests.support.kubehelp import create_volcano_job, read_spec, wait_for, wait_spec
 from tests.support.workloads import (
+    CLUSTER_ADDONS,
     JOBSET,
     TRAINER,
     VOLCANO,
-    WORKLOAD_CONTROLLERS,
     Json,
     Timeline,
     cluster_runtime,
@@ -86,7 +86,7 @@ def test_workload_controllers_run_healthy_and_listen_on_loopback_only(workloads:
         "volcano-scheduler",
         "trainer-controller-manager",
     ]
-    assert set(workloads.addons) == set(WORKLOAD_CONTROLLERS)
+    assert set(workloads.addons) == set(CLUSTER_ADDONS)
     for name in addon_processes:
         assert statuses[name].healthy, (name, statuses[name].detail)
         listening = _listening_addresses(statuses[name].pid or 0)

@@ -5,7 +5,8 @@ fake nodes, built from the Go module proxy (``build``), run on loopback and
 owned by one state directory (``cluster``). Pods on the fake nodes get
 loopback IPs from 127.1.0.0/16 (``kwok``), so test processes can stand in for
 their containers. Optional real workload controllers (JobSet, Volcano,
-Kubeflow Trainer: ``addons``) run next to it on request. Use the
+Kubeflow Trainer: ``addons``) and one real node (kubelet, kube-proxy,
+containerd, CoreDNS: ``node``) run next to it on request. Use the
 ``ring-devcluster`` command (``cli``) or, from Python::
 
     from ringdevcluster import ensure_up
@@ -13,6 +14,8 @@ Kubeflow Trainer: ``addons``) run next to it on request. Use the
     os.environ["KUBECONFIG"] = str(cluster.kubeconfig)
     # with JobSet, Volcano and Trainer:
     ensure_up(state_dir=".state/workloads", addons=("jobset", "volcano", "trainer"))
+    # and the machine's one real node (root):
+    ensure_up(state_dir=".state/workloads", addons=("node",))
 """
 
 from ringdevcluster.build import BuildError

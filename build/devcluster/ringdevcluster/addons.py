@@ -1,4 +1,4 @@
-"""Optional workload controllers of the local control plane: JobSet, Volcano, Kubeflow Trainer.
+"""Optional components of the local control plane: JobSet, Volcano, Kubeflow Trainer, a real node.
 
 ``ring-devcluster up --with jobset,volcano,trainer`` runs the real controllers
 next to the control plane, so a JobSet becomes Jobs and pods through the
@@ -41,6 +41,11 @@ run on loopback:
   authenticates with a client certificate in ``system:masters`` (a dev
   cluster: the products' RBAC roles are not what is under test).
 
+The real node (``--with node``: kubelet, kube-proxy, containerd, CoreDNS)
+is an addon too, for its ports, configuration, objects and readiness; what
+it does to the host (bridge, sysctls, clean-up) and the order its processes
+need are in :mod:`node`.
+
 An addon is a row of :data:`ADDONS`; :mod:`cluster` allocates its ports,
 calls :func:`configure` once (files, certificates, argv), applies
 :func:`objects` after the CRDs, starts its processes after the control plane
@@ -58,6 +63,7 @@ from typing import Any
 
 import yaml
 
+from ringdevcluster import node
 from ringdevcluster.pki import Pki, write_kubeconfig
 
 __all__ = [
@@ -72,6 +78,7 @@ __all__ = [
     "crd_documents",
     "describe",
     "expand",
+    "modules",
     "objects",
     "pending",
     "process_names",
@@ -124,7 +131,8 @@ class Addon:
 
     ``ports`` are the loopback ports to allocate (keys of ``Cluster.ports``);
     ``crds`` glob the CRD manifests among the module's assets; ``requires``
-    names addons that must run too (Trainer makes JobSets).
+    names addons that must run too (Trainer makes JobSets); ``modules`` are
+    the wrapper modules to build (default: the one named like the addon).
     """
 
     name: str
@@ -133,6 +141,7 @@ class Addon:
     ports: tuple[str, ...]
     crds: tuple[str, ...]
     requires: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
 
 
 ADDONS: dict[str, Addon] = {
@@ -165,6 +174,29 @@ ADDONS: dict[str, Addon] = {
             crds=("manifests/base/crds/trainer.kubeflow.org_*.yaml",),
             requires=("jobset",),
         ),
+        Addon(
+            name="node",
+            summary="a real node: kubelet, kube-proxy, containerd + runc, CNI bridge, CoreDNS (root)",
+            processes=(
+                Process("containerd", "containerd", Health("containerd-metrics", "/v1/metrics")),
+                Process("coredns", "coredns", Health("coredns-ready", "/ready")),
+                Process("apiserver-relay", "relay", Health("apiserver-relay-health", "/healthz")),
+                Process("kube-proxy", "kube-proxy", Health("kube-proxy-health", "/healthz")),
+                Process("kubelet", "kubelet", Health("kubelet-health", "/healthz")),
+            ),
+            ports=(
+                "containerd-metrics",
+                "coredns-health",
+                "coredns-ready",
+                "coredns-metrics",
+                "apiserver-relay-health",
+                "kube-proxy-health",
+                "kube-proxy-metrics",
+                "kubelet-health",
+            ),
+            crds=(),
+            modules=("node", "coredns"),
+        ),
     )
 }
 
@@ -180,6 +212,11 @@ def expand(names: Sequence[str]) -> list[str]:
     return [n for n in ADDONS if n in wanted]
 
 
+def modules(names: Sequence[str]) -> list[str]:
+    """The wrapper modules (``build.ADDON_MODULES``) addons ``names`` need, in order, without repeats."""
+    return list(dict.fromkeys(m for n in names for m in (ADDONS[n].modules or (n,))))
+
+
 def process_names(names: Sequence[str]) -> list[str]:
     """The component names of the processes of addons ``names``, in start order."""
     return [p.name for n in names for p in ADDONS[n].processes]
@@ -187,10 +224,13 @@ def process_names(names: Sequence[str]) -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class Setup:
-    """What :func:`configure` made for one addon: argv and environment per process."""
+    """What :func:`configure` made for one addon: argv and environment per
+    process, and flags the API server must have (the API server is restarted
+    when an addon that brings some joins a running cluster)."""
 
     argv: dict[str, list[str]]
     env: dict[str, dict[str, str]]
+    apiserver_args: list[str] = dataclasses.field(default_factory=list)
 
 
 def _assets(binaries: Mapping[str, Path], addon: Addon) -> Path:
@@ -227,6 +267,9 @@ def configure(
     paths (:func:`build.ensure_binaries`).
     """
     addon = ADDONS[name]
+    if name == "node":
+        made = node.configure(state_dir=state_dir, server=server, pki=pki, ports=ports, binaries=binaries)
+        return Setup(argv=made.argv, env=made.env, apiserver_args=made.apiserver_args)
     home = state_dir / "addons" / name
     home.mkdir(parents=True, exist_ok=True)
     kc = {p.name: _kubeconfig(pki, state_dir=state_dir, server=server, process=p.name) for p in addon.processes}
@@ -395,6 +438,8 @@ def objects(
             "spec": {"weight": 1, "reclaimable": True},
         }
         out.append((f"/apis/scheduling.volcano.sh/v1beta1/queues/{VOLCANO_DEFAULT_QUEUE}", queue))
+    elif name == "node":
+        out.extend(node.objects())
     return out
 
 
@@ -408,6 +453,8 @@ def pending(name: str, get: Callable[[str], Json | None]) -> list[str]:
         state = ((queue or {}).get("status") or {}).get("state")
         if state != "Open":
             return [f"volcano queue/{VOLCANO_DEFAULT_QUEUE} (state {state or 'unset'}, not Open)"]
+    if name == "node":
+        return node.pending(get)
     return []
 
 

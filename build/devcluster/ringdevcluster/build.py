@@ -5,9 +5,10 @@ so the binaries are compiled from source fetched through the Go module proxy.
 Each component has a tiny wrapper module under ``build/devcluster/<module>`` in
 the repository (``kube``, ``etcd``, ``kwok``); its ``go.mod`` pins the release
 and, for Kubernetes, replaces every staging module by its published ``v0.X.Y``.
-The optional workload controllers (:data:`ADDON_MODULES`: ``jobset``,
-``volcano``, ``trainer``) are wrapper modules of the same kind, built only when
-a cluster asks for them (``ring-devcluster up --with ...``). Their manifests
+The optional components (:data:`ADDON_MODULES`: the workload controllers
+``jobset``, ``volcano``, ``trainer``; the real node's ``node`` and ``coredns``)
+are wrapper modules of the same kind, built only when a cluster asks for them
+(``ring-devcluster up --with ...``). Their manifests
 that the harness installs (CRDs, webhook definitions) are copied from the very
 module source that was compiled into ``<entry>/assets/`` (``Module.assets``),
 so binaries and manifests always come from the same release and ``up`` needs
@@ -18,7 +19,7 @@ A cold build of the Kubernetes binaries takes many minutes on two cores, so:
 * binaries are cached OUTSIDE the work tree, in
   ``$RING_DEVCLUSTER_CACHE`` (default ``$XDG_CACHE_HOME/ring-devcluster`` or
   ``~/.cache/ring-devcluster``), under ``bin/<module>-<version>-<key>/`` where
-  ``key`` hashes the wrapper module's files (``go.mod``, ``go.sum``, ``*.go``)
+  ``key`` hashes the wrapper module's files (``go.mod``, ``go.sum``, ``*.go``, those of sub-packages too)
   and the build flags. Same sources, same flags: nothing is rebuilt, and ``go``
   is not even needed. A cache entry appears by an atomic rename, so a killed
   build never leaves a half-written entry behind;
@@ -89,7 +90,7 @@ class Module:
     def ldflags(self, version: str) -> str:
         """The ``-ldflags`` value for this module at ``version``."""
         flags = ["-s", "-w"]
-        if self.name == "kube":
+        if self.name in ("kube", "node"):
             match = re.fullmatch(r"v(\d+)\.(\d+)\.\d+.*", version)
             if match is None:
                 raise BuildError(f"cannot parse Kubernetes version {version!r}")
@@ -164,6 +165,24 @@ ADDON_MODULES: dict[str, Module] = {
             packages=(".",),  # main.go: upstream's controllers and webhooks, loopback wiring
             binaries=("trainer",),
             assets=("manifests/base/crds/trainer.kubeflow.org_*.yaml", "manifests/base/webhook/manifests.yaml"),
+            cold_minutes=4,
+        ),
+        # The real node (``--with node``): the kubelet and kube-proxy of the
+        # control plane's release (same go.mod and replaces as ``kube``, plus
+        # what the kubelet needs), the pod sandbox's pause binary and the TCP
+        # relay that lets pods reach the loopback API server.
+        Module(
+            name="node",
+            requirement="k8s.io/kubernetes",
+            packages=("k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy", "./pause", "./relay"),
+            binaries=("kubelet", "kube-proxy", "pause", "relay"),
+            cold_minutes=6,
+        ),
+        Module(
+            name="coredns",
+            requirement="github.com/coredns/coredns",
+            packages=(".",),  # main.go: upstream's server with the plugins the Corefile uses
+            binaries=("coredns",),
             cold_minutes=4,
         ),
     )
@@ -248,10 +267,12 @@ class _Plan:
 
 def _plan(module: Module, source_root: Path) -> _Plan:
     source = source_root / module.name
+    # go.mod, go.sum and every .go file, those of sub-packages (the node
+    # module's pause and relay commands) under their relative paths.
     files = {
-        p.name: p.read_bytes()
-        for p in sorted(source.iterdir())
-        if p.is_file() and (p.suffix == ".go" or p.name in ("go.mod", "go.sum"))
+        p.relative_to(source).as_posix(): p.read_bytes()
+        for p in sorted(source.rglob("*"))
+        if p.is_file() and (p.suffix == ".go" or (p.parent == source and p.name in ("go.mod", "go.sum")))
     }
     if "go.mod" not in files:
         raise BuildError(f"the wrapper module {source} has no go.mod; is the checkout complete?")

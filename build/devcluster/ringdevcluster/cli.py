@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ringdevcluster import addons, build, cluster
+from ringdevcluster import addons, build, cluster, node
 from ringdevcluster.pki import PkiError
 
 _EPILOG = """\
@@ -21,7 +21,9 @@ examples:
   ring-devcluster up                  # build on first use (~10 min), start, print KUBECONFIG
   eval "$(ring-devcluster up -q)"     # start and export KUBECONFIG in this shell
   ring-devcluster up --with jobset,volcano   # also run real workload controllers
+  ring-devcluster up --with node      # also a real node (kubelet, containerd, CoreDNS; root, one per machine)
   ring-devcluster status              # components, pids, health; exit 3 if unhealthy
+  ring-devcluster import-image app.tar # into the real node's containerd (imagePullPolicy: Never)
   ring-devcluster down                # stop exactly the processes `up` started
 
 optional components (--with, comma-separated; a cluster keeps those it runs):
@@ -72,11 +74,15 @@ def _parser() -> argparse.ArgumentParser:
         action="extend",
         default=[],
         metavar="NAMES",
-        help=f"also run these workload controllers: {','.join(addons.ADDONS)} (trainer implies jobset)",
+        help=f"also run these components: {','.join(addons.ADDONS)} (trainer implies jobset)",
     )
     sub.add_parser("status", parents=[common], help="show components, pids and health; exit 3 if unhealthy")
     down = sub.add_parser("down", parents=[common], help="stop the processes `up` started")
     down.add_argument("--purge", action="store_true", help="also delete the state directory's data, PKI and logs")
+    imp = sub.add_parser(
+        "import-image", parents=[common], help="import docker-archive tarballs into the real node's containerd"
+    )
+    imp.add_argument("archives", nargs="+", type=Path, metavar="ARCHIVE", help="docker-archive (or OCI) tarball")
     bld = sub.add_parser("build", help="only build (or find cached) binaries and print their paths")
     bld.add_argument("--source", type=Path, default=None, help="the Go wrapper modules (build/devcluster)")
     bld.add_argument(
@@ -133,9 +139,37 @@ def _status(args: argparse.Namespace) -> int:
         mem = f"{_rss_kib(s.pid) / 1024:.0f}M" if s.pid else "-"
         print(f"{s.name:<{width}} {s.pid or '-':>8} {mem:>8}  {health:<8} {detail}")
     ok = all(s.healthy for s in statuses)
+    if "node" in c.addons:
+        waiting = _node_line(c)
+        ok = ok and not waiting
     rss = sum(_rss_kib(s.pid) for s in statuses if s.pid)
     print(f"healthy: {'yes' if ok else 'no'}; resident memory: {rss / 1024:.0f} MiB")
     return 0 if ok else 3
+
+
+def _node_line(c: cluster.Cluster) -> list[str]:
+    """Print the real node's state; return what it still waits for (empty: Ready)."""
+
+    def get(path: str) -> dict[str, object] | None:
+        try:
+            return c.api.request("GET", path)  # type: ignore[no-any-return]
+        except cluster.ApiError as err:
+            if err.status == 404:
+                return None
+            raise
+
+    try:
+        waiting = node.pending(get)
+        pods = c.api.request("GET", f"/api/v1/pods?fieldSelector=spec.nodeName%3D{node.NODE_NAME}")
+    except (cluster.ClusterError, OSError) as err:
+        print(f"real node {node.NODE_NAME}: API not reachable ({err})")
+        return [str(err)]
+    state = "Ready" if not waiting else "; ".join(waiting)
+    print(
+        f"real node {node.NODE_NAME} ({node.NODE_IP} on {node.BRIDGE}, pods {node.POD_CIDR}): {state}, "
+        f"{len(pods.get('items', []))} pods"
+    )
+    return waiting
 
 
 def _rss_kib(pid: int) -> int:
@@ -154,8 +188,22 @@ def _down(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_image(args: argparse.Namespace) -> int:
+    c = cluster.load(args.state_dir)
+    if c is None or "node" not in c.addons or c.pid("containerd") is None:
+        _say(
+            f"no running real node in {args.state_dir or cluster.default_state_dir()} (start it with `up --with node`)"
+        )
+        return 1
+    for archive in args.archives:
+        node.import_image(archive)
+        print(f"imported {archive}")
+    return 0
+
+
 def _build(args: argparse.Namespace) -> int:
-    paths, versions = build.ensure_binaries(source=args.source, say=_say, addons=addons.expand(args.addons))
+    modules = addons.modules(addons.expand(args.addons))
+    paths, versions = build.ensure_binaries(source=args.source, say=_say, addons=modules)
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
     for name, path in paths.items():
         print(f"{name}: {path}")
@@ -168,10 +216,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "up" and not 1 <= args.nodes <= 250:
         _say("--nodes must be between 1 and 250")
         return 2
-    handlers = {"up": _up, "status": _status, "down": _down, "build": _build}
+    handlers = {"up": _up, "status": _status, "down": _down, "build": _build, "import-image": _import_image}
     try:
         return handlers[args.command](args)
-    except (build.BuildError, cluster.ClusterError, PkiError) as err:
+    except (build.BuildError, cluster.ClusterError, PkiError, node.NodeError) as err:
         _say(f"error: {err}")
         return 1
     except KeyboardInterrupt:

@@ -1,7 +1,8 @@
 """Run a real Kubernetes control plane on loopback: etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler and kwok, owned by one state directory,
 plus optional workload controllers (JobSet, Volcano, Kubeflow Trainer: see
-:mod:`addons`).
+:mod:`addons`) and a real node (:mod:`node`, started by
+:meth:`Cluster.start_node`, torn down first by ``down``).
 
 Design:
 
@@ -51,6 +52,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -63,7 +65,7 @@ from typing import Any
 import yaml
 
 from ringdevcluster import addons as addon_specs
-from ringdevcluster import build, kwok
+from ringdevcluster import build, images, kwok, node
 from ringdevcluster.pki import Pki, write_kubeconfig
 
 __all__ = [
@@ -335,6 +337,7 @@ class Cluster:
         ``ensure_up`` then applies their objects and starts them.
         """
         state = json.loads(json.dumps(self._state))
+        restart = False
         for name in names:
             if name in state.get("addons", []):
                 continue
@@ -352,10 +355,15 @@ class Cluster:
             state["argv"].update(setup.argv)
             state.setdefault("env", {}).update(setup.env)
             state.setdefault("addons", []).append(name)
-            state["versions"][name] = versions[name]
+            state["versions"].update({m: versions[m] for m in addon_specs.modules([name])})
             say(f"configured {name}: {', '.join(p.name for p in addon.processes)}")
+            restart = _add_flags(state["argv"]["kube-apiserver"], setup.apiserver_args) or restart
         _write_state(self.state_dir, state)
         self._load_state(state)
+        if restart:
+            say("restarting kube-apiserver with the flags the new components need")
+            self.stop_component("kube-apiserver")
+            self.start_component("kube-apiserver")
 
     @functools.cached_property
     def api(self) -> _Api:
@@ -441,6 +449,35 @@ class Cluster:
         pid, start time and binary match the pid file is ever signalled.
         """
         return _stop_pid_file(self._pid_path(name), grace=grace)
+
+    def start_node(self, *, say: Say) -> None:
+        """Start (or repair) the real node: host set-up, containerd, the sandbox image, then the rest.
+
+        Order matters: the bridge before anything binds its address,
+        containerd before the kubelet (which exits if the runtime is absent)
+        and before the image import. :meth:`wait_addons_ready` then waits for
+        the Node to be Ready.
+        """
+        started = time.monotonic()
+        node.check_host()
+        node.claim(
+            self.state_dir,
+            alive=_node_alive,
+            release=lambda other: _release_node(other, say=say),
+            say=say,
+        )
+        node.prepare_host(self.state_dir, say=say)
+        self.start_component("containerd")
+        if node.import_pause(self.state_dir):
+            say(f"imported the sandbox image {images.PAUSE_IMAGE}")
+        for name in node.PROCESSES[1:]:
+            self.start_component(name, wait=False)
+        self.wait_healthy(node.PROCESSES)
+        healthy = time.monotonic() - started
+        self.wait_addons_ready(only=("node",))
+        say(
+            f"real node {node.NODE_NAME} Ready after {time.monotonic() - started:.1f}s (processes healthy: {healthy:.1f}s)"
+        )
 
     def stop_all(self) -> list[str]:
         """Stop every component (reverse start order); return the names stopped."""
@@ -535,8 +572,8 @@ class Cluster:
             ):
                 self.api.apply(path, obj)
 
-    def wait_addons_ready(self, *, timeout: float = _READY_TIMEOUT) -> None:
-        """Wait until every addon's own readiness conditions hold (e.g. Volcano's queue is Open)."""
+    def wait_addons_ready(self, *, timeout: float = _READY_TIMEOUT, only: Sequence[str] | None = None) -> None:
+        """Wait until every addon's (or those in ``only``) own readiness conditions hold (e.g. Volcano's queue is Open)."""
 
         def get(path: str) -> Any:
             try:
@@ -548,7 +585,8 @@ class Cluster:
 
         deadline = time.monotonic() + timeout
         while True:
-            waiting = [item for name in self.addons for item in addon_specs.pending(name, get)]
+            names = [n for n in self.addons if only is None or n in only]
+            waiting = [item for name in names for item in addon_specs.pending(name, get)]
             if not waiting:
                 return
             if time.monotonic() > deadline:
@@ -665,10 +703,46 @@ def _stop_recorded(state_dir: Path) -> list[str]:
     reverse start order.
     """
     run = state_dir / "run"
+    # The real node first: its kubelet must not outlive the API server, and
+    # its containers, mounts, bridge and sysctls are put back.
+    stopped = node.teardown(state_dir, stop=_stopper(state_dir), say=_stderr_say)
     extra = sorted(p.stem for p in run.glob("*.pid") if p.stem not in COMPONENTS) if run.is_dir() else []
-    return [
+    return stopped + [
         name for name in [*extra, *reversed(COMPONENTS)] if _stop_pid_file(run / f"{name}.pid", grace=_GRACE_SECONDS)
     ]
+
+
+def _stopper(state_dir: Path) -> Callable[[str], bool]:
+    """``stop(name)`` for the components recorded in ``state_dir`` (see :func:`_stop_pid_file`)."""
+    return lambda name: _stop_pid_file(state_dir / "run" / f"{name}.pid", grace=_GRACE_SECONDS)
+
+
+def _node_alive(state_dir: Path) -> bool:
+    """True if a node process recorded in ``state_dir`` still runs."""
+    records = (_read_record(state_dir / "run" / f"{name}.pid") for name in node.PROCESSES)
+    return any(r is not None and r.alive() for r in records)
+
+
+def _release_node(state_dir: Path, *, say: Say) -> None:
+    """Tear down the real node a dead cluster in ``state_dir`` left behind."""
+    node.teardown(state_dir, stop=_stopper(state_dir), say=say)
+
+
+def _stderr_say(message: str) -> None:
+    print(f"ring-devcluster: {message}", file=sys.stderr, flush=True)
+
+
+def _add_flags(argv: list[str], flags: Sequence[str]) -> bool:
+    """Append to ``argv`` each ``--flag=value`` of ``flags`` it lacks (replacing another value); True if changed."""
+    changed = False
+    for flag in flags:
+        key = flag.split("=", 1)[0] + "="
+        current = [a for a in argv if a.startswith(key)]
+        if current == [flag]:
+            continue
+        argv[:] = [a for a in argv if not a.startswith(key)] + [flag]
+        changed = True
+    return changed
 
 
 def _write_state(state_dir: Path, state: dict[str, Any]) -> None:
@@ -813,6 +887,7 @@ def _fresh(
         setup = addon_specs.configure(name, state_dir=state_dir, server=server, pki=pki, ports=ports, binaries=binaries)
         argv.update(setup.argv)
         env.update(setup.env)
+        _add_flags(argv["kube-apiserver"], setup.apiserver_args)
     state = {
         "version": _STATE_VERSION,
         "server": server,
@@ -837,7 +912,10 @@ def _finish(cluster: Cluster, *, nodes: int, say: Say) -> None:
         cluster.apply_addon_objects()
         extra = [n for n in cluster.components if n not in COMPONENTS]
         for name in extra:
-            cluster.start_component(name, wait=False)
+            if name not in node.PROCESSES:
+                cluster.start_component(name, wait=False)
+        if "node" in cluster.addons:
+            cluster.start_node(say=say)
         cluster.wait_healthy(extra)
         cluster.wait_addons_ready()
         say(f"running {', '.join(cluster.addons)}: {', '.join(extra)}")
@@ -907,7 +985,9 @@ def ensure_up(
         stopped = _stop_recorded(directory)
         if stopped:
             emit(f"stopped leftover processes: {', '.join(stopped)}")
-        binaries, versions = build.ensure_binaries(source=source, say=say, addons=requested)
+        if "node" in requested:
+            _node_prerequisites(directory, emit)
+        binaries, versions = build.ensure_binaries(source=source, say=say, addons=addon_specs.modules(requested))
         _wipe(directory)
         started = time.monotonic()
         cluster = _fresh(
@@ -932,8 +1012,17 @@ def _add(
     if not names:
         return
     emit(f"adding {', '.join(names)} to the running cluster")
-    binaries, versions = build.ensure_binaries(source=source, say=say, addons=names)
+    if "node" in names:
+        _node_prerequisites(cluster.state_dir, emit)
+    binaries, versions = build.ensure_binaries(source=source, say=say, addons=addon_specs.modules(names))
     cluster.add_addons(names, binaries={k: Path(v) for k, v in binaries.items()}, versions=versions, say=emit)
+
+
+def _node_prerequisites(state_dir: Path, say: Say) -> None:
+    """Fail early (before any build) where the real node cannot run or is taken; install its Debian packages."""
+    node.check_host()
+    node.check_owner(state_dir, alive=_node_alive)
+    node.ensure_packages(say)
 
 
 def down(state_dir: Path | str | None = None, *, purge: bool = False) -> list[str]:

@@ -1,0 +1,885 @@
+"""The dev cluster's one real node: kubelet, kube-proxy, containerd, CNI bridge and CoreDNS.
+
+``ring-devcluster up --with node`` joins a real kubelet to the cluster beside
+the kwok nodes, so containers really run: volumes are mounted by the kubelet,
+probes are run by it, pods get their own network namespace and IP, Services
+work through kube-proxy and names resolve through CoreDNS. What runs:
+
+* **containerd + runc** from Debian (``apt-get install containerd runc``,
+  installed by ``up`` when missing), CRI configured as this machine needs
+  (:func:`_containerd_config`); its root under the state directory. containerd
+  1.6 keeps its sockets and task state in ``/run/containerd`` whatever its
+  configuration says, which is one reason why only one real node can exist on
+  a machine (:data:`OWNER_FILE` records which cluster has it).
+* **CNI**: Debian's ``containernetworking-plugins`` (bridge, host-local,
+  loopback). Pods live on the bridge :data:`BRIDGE` that ``up`` creates, with
+  addresses from :data:`POD_CIDR`; the node's own address on the bridge,
+  :data:`NODE_IP`, is the pods' gateway and the node's InternalIP. No IP
+  masquerade and no default route in the pods: they reach only the bridge
+  (other pods, the node) and, through kube-proxy, the Service range, which the
+  host routes onto the bridge too. A ``FORWARD`` guard chain drops anything
+  that would leave the bridge for another interface.
+* **kubelet and kube-proxy** built from the control plane's own
+  k8s.io/kubernetes release (the ``node`` wrapper module), with kubeadm's
+  defaults except where this machine forces otherwise (README, "Real node").
+  The node is named :data:`NODE_NAME`, labelled and tainted
+  (:data:`NODE_LABEL`, :data:`NODE_TAINT`) so that only pods asking for it
+  (:func:`pod_placement`) land on it; kwok nodes keep their own label.
+* **CoreDNS** (the ``coredns`` wrapper module) as a host process serving
+  ``NODE_IP:53`` with kubeadm's stock Corefile minus ``forward`` (nothing
+  upstream may be reached); the ``kube-dns`` Service at :data:`DNS_SERVICE_IP`
+  points at it through a hand-made EndpointSlice, as the kubelet's
+  ``clusterDNS`` does.
+* **The API from pods**: the API server listens on loopback only; a relay
+  (``node`` module) accepts on ``NODE_IP:443`` and forwards the bytes, and the
+  ``kubernetes`` Service's EndpointSlice names it, so in-cluster clients work
+  unchanged (TLS end to end: the API server's certificate carries the
+  Service IP).
+* **Images** come from files: a docker-archive tarball imported with
+  ``ctr -n k8s.io images import`` (:func:`import_image`). The sandbox image
+  :data:`images.PAUSE_IMAGE` is made here from the module's ``pause`` binary.
+
+``down`` (and a fresh ``up`` over a dead cluster) restores the host
+(:func:`teardown`): stops the node's processes, kills and deletes every
+container of containerd's ``k8s.io`` namespace, unmounts what they left,
+removes the CNI network namespaces, the bridge and its route, the
+``KUBE-*`` iptables chains of kubelet and kube-proxy and the guard chain, the
+``kubepods`` cgroups, and puts back every sysctl the kubelet, kube-proxy or
+the bridge plugin changed (recorded before the first start).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import ipaddress
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ringdevcluster import images
+from ringdevcluster.pki import Pki, write_kubeconfig
+
+__all__ = [
+    "BRIDGE",
+    "CLUSTER_DOMAIN",
+    "CONTAINERD_SOCKET",
+    "DNS_SERVICE_IP",
+    "NODE_IP",
+    "NODE_LABEL",
+    "NODE_NAME",
+    "NODE_TAINT",
+    "NodeError",
+    "OWNER_FILE",
+    "POD_CIDR",
+    "PROCESSES",
+    "check_owner",
+    "claim",
+    "configure",
+    "ensure_packages",
+    "import_image",
+    "objects",
+    "pending",
+    "pod_placement",
+    "prepare_host",
+    "teardown",
+]
+
+Json = dict[str, Any]
+Say = Callable[[str], None]
+
+#: The real node's name, also its kubelet's identity (``system:node:<name>``).
+NODE_NAME = "real-node"
+#: Label (key, value) of the real node; kwok nodes carry ``type=kwok`` instead.
+NODE_LABEL = ("ring-devcluster/node", "real")
+#: Taint of the real node: only pods that tolerate it run there.
+NODE_TAINT: Json = {"key": NODE_LABEL[0], "value": NODE_LABEL[1], "effect": "NoSchedule"}
+#: The bridge the pods' veths attach to, created by ``up`` and removed by ``down``.
+BRIDGE = "ringbr0"
+#: Pod addresses; the first one is the node's (and the pods' gateway).
+POD_CIDR = ipaddress.ip_network("10.244.0.0/24")
+NODE_IP = str(POD_CIDR.network_address + 1)
+#: Must lie inside the API server's ``--service-cluster-ip-range`` (cluster.SERVICE_CIDR).
+SERVICE_CIDR = "10.96.0.0/16"
+#: The ``kube-dns`` Service's ClusterIP: the kubelet's ``clusterDNS``.
+DNS_SERVICE_IP = "10.96.0.10"
+CLUSTER_DOMAIN = "cluster.local"
+#: containerd 1.6's socket (``/run/containerd`` is not configurable in practice).
+CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
+#: Which state directory owns the machine's one real node.
+OWNER_FILE = Path("/run/ring-devcluster/node-owner")
+#: The relay for the ``kubernetes`` Service listens on NODE_IP at this port.
+API_RELAY_PORT = 443
+
+#: The node's processes in start order (names of cluster components).
+PROCESSES = ("containerd", "coredns", "apiserver-relay", "kube-proxy", "kubelet")
+
+#: Debian packages the node needs, by a file each one installs.
+_PACKAGES = {
+    "/usr/bin/containerd": "containerd",
+    "/usr/bin/ctr": "containerd",
+    "/usr/sbin/runc": "runc",
+    "/usr/lib/cni/bridge": "containernetworking-plugins",
+    "/usr/lib/cni/host-local": "containernetworking-plugins",
+    "/usr/lib/cni/loopback": "containernetworking-plugins",
+    "/usr/sbin/iptables": "iptables",
+    "/usr/sbin/conntrack": "conntrack",
+    "/usr/bin/ip": "iproute2",
+}
+_CNI_BIN_DIR = "/usr/lib/cni"
+#: Sysctls the kubelet (setupKernelTunables), kube-proxy or the bridge plugin
+#: may change; their values before the first start are put back by ``down``.
+_SYSCTLS = (
+    "vm/overcommit_memory",
+    "vm/panic_on_oom",
+    "kernel/panic",
+    "kernel/panic_on_oops",
+    "kernel/keys/root_maxkeys",
+    "kernel/keys/root_maxbytes",
+    "net/ipv4/ip_forward",
+    "net/ipv4/conf/all/route_localnet",
+    "net/bridge/bridge-nf-call-iptables",
+    "net/bridge/bridge-nf-call-ip6tables",
+    "net/netfilter/nf_conntrack_max",
+    "net/netfilter/nf_conntrack_tcp_timeout_established",
+    "net/netfilter/nf_conntrack_tcp_timeout_close_wait",
+    "net/netfilter/nf_conntrack_tcp_be_liberal",
+)
+#: Host paths the node's processes create outside the state directory
+#: (containerd's state and the CNI network namespaces; the kubelet's device
+#: plugin socket and container log links, whatever ``--root-dir`` and
+#: ``podLogsDir`` say; libcni's result cache). Those absent before the first
+#: start are removed by ``down``; in the others only the node's entries.
+_HOST_PATHS = ("/run/containerd", "/run/netns", "/var/lib/kubelet", "/var/lib/cni", "/var/log/containers")
+#: Our own iptables chain in ``filter``: keeps the pod network on the bridge.
+_GUARD_CHAIN = "RING-DEVCLUSTER-FWD"
+_CHAIN_PREFIXES = ("KUBE-", _GUARD_CHAIN)
+
+
+class NodeError(RuntimeError):
+    """The real node cannot be set up or torn down here; the message says why and what to do."""
+
+
+def pod_placement() -> Json:
+    """The pod spec fields that put a pod on the real node: ``{"nodeSelector": ..., "tolerations": [...]}``."""
+    return {
+        "nodeSelector": {NODE_LABEL[0]: NODE_LABEL[1]},
+        "tolerations": [{"key": NODE_TAINT["key"], "operator": "Equal", "value": NODE_TAINT["value"],
+                         "effect": NODE_TAINT["effect"]}],
+    }  # fmt: skip
+
+
+# --------------------------------------------------------------------------
+# small host helpers
+
+
+def _run(argv: Sequence[str], *, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(list(argv), capture_output=True, text=True, check=False, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise NodeError(
+            f"`{shlex.join(argv)}` failed (exit {proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}"
+        )
+    return proc
+
+
+def _sysctl_path(key: str) -> Path:
+    return Path("/proc/sys") / key
+
+
+def _read_sysctl(key: str) -> str | None:
+    try:
+        return _sysctl_path(key).read_text().strip()
+    except OSError:
+        return None
+
+
+def _write_sysctl(key: str, value: str) -> bool:
+    try:
+        _sysctl_path(key).write_text(value + "\n")
+        return True
+    except OSError:
+        return False
+
+
+def _host_file(state_dir: Path) -> Path:
+    return state_dir / "node" / "host.json"
+
+
+def _node_env() -> dict[str, str]:
+    """PATH for the node's processes: they run iptables, mount, runc and the CNI plugins."""
+    path = os.environ.get("PATH", "")
+    extra = [d for d in ("/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin") if d not in path.split(":")]
+    return {"PATH": ":".join(filter(None, [path, *extra]))}
+
+
+# --------------------------------------------------------------------------
+# prerequisites
+
+
+def missing_packages() -> list[str]:
+    """The Debian packages the node needs that are not installed (by the files they ship)."""
+    return sorted({pkg for path, pkg in _PACKAGES.items() if not os.access(path, os.X_OK)})
+
+
+def ensure_packages(say: Say) -> None:
+    """Install the node's missing Debian packages with apt-get (root only), or raise :class:`NodeError`."""
+    missing = missing_packages()
+    if not missing:
+        return
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise NodeError(
+            f"the real node needs the Debian packages {' '.join(missing)}; install them "
+            f"(apt-get install {' '.join(missing)}) or run without --with node"
+        )
+    say(f"installing {' '.join(missing)} for the real node (apt-get)")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for argv in (
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing],
+    ):
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, env=env, timeout=900)
+        if proc.returncode != 0:
+            raise NodeError(f"`{shlex.join(argv)}` failed (exit {proc.returncode}):\n{proc.stderr.strip()[-2000:]}")
+    still = missing_packages()
+    if still:
+        raise NodeError(f"apt-get installed {' '.join(missing)}, but these are still missing: {' '.join(still)}")
+
+
+def check_host() -> None:
+    """Raise :class:`NodeError` unless this machine can run the node (root, cgroups, nothing else on containerd's socket)."""
+    if os.geteuid() != 0:
+        raise NodeError("the real node needs root (it creates a bridge, network namespaces, cgroups and mounts)")
+    if not Path("/sys/fs/cgroup/memory").is_dir() and not Path("/sys/fs/cgroup/cgroup.controllers").is_file():
+        raise NodeError("the real node needs cgroups (v1 with the memory controller, or v2) mounted at /sys/fs/cgroup")
+
+
+def _swap_on() -> bool:
+    try:
+        return len(Path("/proc/swaps").read_text().strip().splitlines()) > 1
+    except OSError:
+        return False
+
+
+# --------------------------------------------------------------------------
+# configuration
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """What :func:`configure` made: argv and environment per process, and the API server's extra flags."""
+
+    argv: dict[str, list[str]]
+    env: dict[str, dict[str, str]]
+    apiserver_args: list[str]
+
+
+def _containerd_config(home: Path, *, metrics_port: int) -> str:
+    root = home / "containerd"
+    # CRI settings this machine needs (measured, see DESIGN "Facts"): root here
+    # lacks CAP_SYS_RESOURCE (restrict_oom_score_adj, or every sandbox fails
+    # with "can't get final child's PID from pipe: EOF"); the kernel has no
+    # AppArmor; cgroups are managed by path (cgroupfs), like the kubelet's.
+    return f"""\
+version = 2
+root = "{root / "root"}"
+state = "/run/containerd"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+                    "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+
+[grpc]
+  address = "{CONTAINERD_SOCKET}"
+
+[metrics]
+  address = "127.0.0.1:{metrics_port}"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{root / "opt"}"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{images.PAUSE_IMAGE}"
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  enable_selinux = false
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{_CNI_BIN_DIR}"
+    conf_dir = "{home / "cni" / "net.d"}"
+    max_conf_num = 1
+"""
+
+
+def _cni_config(home: Path) -> Json:
+    # Bridge without masquerade and without a default route: pods reach the
+    # bridge (other pods, the node at NODE_IP) and the Service range, which
+    # kube-proxy rewrites to endpoints on the bridge. Nothing else.
+    return {
+        "cniVersion": "1.0.0",
+        "name": "ring-devcluster",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": BRIDGE,
+                "isGateway": True,
+                "isDefaultGateway": False,
+                "ipMasq": False,
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": str(POD_CIDR), "gateway": NODE_IP}]],
+                    "routes": [{"dst": SERVICE_CIDR, "gw": NODE_IP}],
+                    "dataDir": str(home / "cni" / "ipam"),
+                },
+            }
+        ],
+    }
+
+
+def _kubelet_config(home: Path, *, pki: Pki, health_port: int) -> Json:
+    config: Json = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        # Serve on the bridge address only (the API server reaches it there).
+        "address": NODE_IP,
+        "port": 10250,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": health_port,
+        "tlsCertFile": str(pki.cert("kubelet-serving")),
+        "tlsPrivateKeyFile": str(pki.key("kubelet-serving")),
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": True},
+            "x509": {"clientCAFile": str(pki.ca_cert)},
+        },
+        "authorization": {"mode": "Webhook"},
+        # This machine: cgroups v1 (1.35 refuses them unless told), no systemd.
+        "failCgroupV1": False,
+        "cgroupDriver": "cgroupfs",
+        "containerRuntimeEndpoint": f"unix://{CONTAINERD_SOCKET}",
+        "clusterDNS": [DNS_SERVICE_IP],
+        "clusterDomain": CLUSTER_DOMAIN,
+        # No upstream DNS may be reached: pods get no host nameserver.
+        "resolvConf": str(home / "kubelet" / "resolv.conf"),
+        "podLogsDir": str(home / "pod-logs"),
+        # Images come from files, not a registry: never garbage-collect them.
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "registerWithTaints": [NODE_TAINT],
+        "rotateCertificates": False,
+        "serverTLSBootstrap": False,
+        # syncFrequency (1m), configMapAndSecretChangeDetectionStrategy (Watch)
+        # and the rest stay at their defaults, as on a kubeadm node.
+    }
+    if _swap_on():
+        config["failSwapOn"] = False
+    return config
+
+
+def _kube_proxy_config(*, kubeconfig: Path, health_port: int, metrics_port: int) -> Json:
+    return {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "mode": "iptables",
+        "hostnameOverride": NODE_NAME,
+        "bindAddress": NODE_IP,  # the node IP, without waiting for the Node object
+        "healthzBindAddress": f"127.0.0.1:{health_port}",
+        "metricsBindAddress": f"127.0.0.1:{metrics_port}",
+        # NodePorts only on the bridge address, never on loopback (no
+        # route_localnet) or the machine's other interfaces.
+        "nodePortAddresses": [f"{NODE_IP}/32"],
+        "iptables": {"localhostNodePorts": False, "masqueradeAll": False},
+        # 0: leave the host's conntrack table size and timeouts as they are.
+        "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
+    }
+
+
+def _corefile(*, kubeconfig: Path, health_port: int, ready_port: int, metrics_port: int) -> str:
+    # kubeadm's stock Corefile (v1.35, cmd/kubeadm/app/phases/addons/dns),
+    # except: bind to the node's bridge address; health, ready and metrics on
+    # loopback ports; the API through a kubeconfig (a host process, not a
+    # pod); no `forward` (nothing upstream may be reached here).
+    return f"""\
+.:53 {{
+    bind {NODE_IP}
+    errors
+    health 127.0.0.1:{health_port} {{
+       lameduck 5s
+    }}
+    ready 127.0.0.1:{ready_port}
+    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
+       kubeconfig {kubeconfig}
+       pods insecure
+       fallthrough in-addr.arpa ip6.arpa
+       ttl 30
+    }}
+    prometheus 127.0.0.1:{metrics_port}
+    cache 30 {{
+       disable success {CLUSTER_DOMAIN}
+       disable denial {CLUSTER_DOMAIN}
+    }}
+    loop
+    reload
+    loadbalance
+}}
+"""
+
+
+def configure(
+    *, state_dir: Path, server: str, pki: Pki, ports: Mapping[str, int], binaries: Mapping[str, Path]
+) -> Setup:
+    """Write the node's certificates, kubeconfigs and configuration files under
+    ``state_dir/node``; return its processes' argv and environment and the flags
+    the API server needs to reach the kubelet.
+
+    Call once per cluster (it issues new certificates). ``binaries`` maps binary
+    names to their cached paths (``kubelet``, ``kube-proxy``, ``relay``,
+    ``coredns``); containerd is Debian's.
+    """
+    home = state_dir / "node"
+    for sub in ("containerd", "cni/net.d", "cni/ipam", "kubelet", "kube-proxy", "coredns", "pod-logs", "images"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+
+    def kubeconfig(process: str, cn: str, groups: Sequence[str]) -> Path:
+        cert, key = pki.issue(process, cn=cn, groups=groups)
+        return write_kubeconfig(
+            home / process / "kubeconfig", server=server, ca_cert=pki.ca_cert, client_cert=cert, client_key=key, user=cn
+        )
+
+    kubelet_kc = kubeconfig("kubelet", f"system:node:{NODE_NAME}", ["system:nodes"])
+    proxy_kc = kubeconfig("kube-proxy", "system:kube-proxy", [])
+    coredns_kc = kubeconfig("coredns", "ring-devcluster-coredns", ["system:masters"])
+    pki.issue("kubelet-serving", cn=f"system:node:{NODE_NAME}", server_names=[NODE_NAME], server_ips=[NODE_IP])
+    # The API server's client identity towards the kubelet (logs, exec), as kubeadm's.
+    pki.issue("apiserver-kubelet-client", cn="kube-apiserver-kubelet-client", groups=["system:masters"])
+
+    containerd_conf = home / "containerd" / "config.toml"
+    containerd_conf.write_text(_containerd_config(home, metrics_port=ports["containerd-metrics"]))
+    (home / "cni" / "net.d" / "10-ring-devcluster.conflist").write_text(json.dumps(_cni_config(home), indent=2))
+    (home / "kubelet" / "resolv.conf").write_text("")
+    kubelet_conf = home / "kubelet" / "config.yaml"
+    kubelet_conf.write_text(
+        yaml.safe_dump(_kubelet_config(home, pki=pki, health_port=ports["kubelet-health"]), sort_keys=False)
+    )
+    proxy_conf = home / "kube-proxy" / "config.yaml"
+    proxy_conf.write_text(
+        yaml.safe_dump(
+            _kube_proxy_config(
+                kubeconfig=proxy_kc, health_port=ports["kube-proxy-health"], metrics_port=ports["kube-proxy-metrics"]
+            ),
+            sort_keys=False,
+        )
+    )
+    corefile = home / "coredns" / "Corefile"
+    corefile.write_text(
+        _corefile(
+            kubeconfig=coredns_kc,
+            health_port=ports["coredns-health"],
+            ready_port=ports["coredns-ready"],
+            metrics_port=ports["coredns-metrics"],
+        )
+    )
+    api_port = int(server.rsplit(":", 1)[1])
+    containerd = shutil.which("containerd", path=_node_env()["PATH"]) or "/usr/bin/containerd"
+    argv = {
+        "containerd": [containerd, f"--config={containerd_conf}", "--log-level=warn"],
+        "coredns": [str(binaries["coredns"]), "-conf", str(corefile)],
+        "apiserver-relay": [
+            str(binaries["relay"]),
+            f"--listen={NODE_IP}:{API_RELAY_PORT}",
+            f"--to=127.0.0.1:{api_port}",
+            f"--health=127.0.0.1:{ports['apiserver-relay-health']}",
+        ],
+        "kube-proxy": [str(binaries["kube-proxy"]), f"--config={proxy_conf}", "--v=1"],
+        "kubelet": [
+            str(binaries["kubelet"]),
+            f"--config={kubelet_conf}",
+            f"--kubeconfig={kubelet_kc}",
+            f"--root-dir={home / 'kubelet' / 'root'}",
+            f"--cert-dir={home / 'kubelet' / 'pki'}",
+            f"--hostname-override={NODE_NAME}",
+            f"--node-ip={NODE_IP}",
+            f"--node-labels={NODE_LABEL[0]}={NODE_LABEL[1]}",
+            "--v=1",
+        ],
+    }
+    env = {name: _node_env() for name in argv}
+    apiserver_args = [
+        f"--kubelet-client-certificate={pki.cert('apiserver-kubelet-client')}",
+        f"--kubelet-client-key={pki.key('apiserver-kubelet-client')}",
+        f"--kubelet-certificate-authority={pki.ca_cert}",
+        # The node's name is not resolvable here: reach the kubelet at its InternalIP.
+        "--kubelet-preferred-address-types=InternalIP",
+    ]
+    host = {"kube_proxy": str(binaries["kube-proxy"]), "pause": str(binaries["pause"])}
+    (home / "binaries.json").write_text(json.dumps(host))
+    return Setup(argv=argv, env=env, apiserver_args=apiserver_args)
+
+
+def objects() -> list[tuple[str, Json]]:
+    """The API objects the node needs, as ``(object URL path, manifest)`` to server-side apply.
+
+    The ``kube-dns`` Service at :data:`DNS_SERVICE_IP` and EndpointSlices
+    (not managed by the EndpointSlice controller: the Services have no
+    selector) pointing ``kube-dns`` at CoreDNS and ``kubernetes`` at the
+    relay, both on :data:`NODE_IP`.
+    """
+    managed = {"app.kubernetes.io/managed-by": "ring-devcluster"}
+    dns_service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "kube-dns",
+            "namespace": "kube-system",
+            "labels": {"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS", **managed},
+        },
+        "spec": {
+            "clusterIP": DNS_SERVICE_IP,
+            "ports": [
+                {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
+                {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
+            ],
+        },
+    }
+
+    def slice_(namespace: str, service: str, ports: list[Json]) -> tuple[str, Json]:
+        name = f"{service}-ring-devcluster"
+        body = {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {
+                    "kubernetes.io/service-name": service,
+                    "endpointslice.kubernetes.io/managed-by": "ring-devcluster",
+                    **managed,
+                },
+            },
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [NODE_IP], "conditions": {"ready": True}, "nodeName": NODE_NAME}],
+            "ports": ports,
+        }
+        return f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices/{name}", body
+
+    return [
+        ("/api/v1/namespaces/kube-system/services/kube-dns", dns_service),
+        slice_(
+            "kube-system",
+            "kube-dns",
+            [{"name": "dns", "port": 53, "protocol": "UDP"}, {"name": "dns-tcp", "port": 53, "protocol": "TCP"}],
+        ),
+        slice_("default", "kubernetes", [{"name": "https", "port": API_RELAY_PORT, "protocol": "TCP"}]),
+    ]
+
+
+def pending(get: Callable[[str], Json | None]) -> list[str]:
+    """What the node still waits for (empty: Ready, without the not-ready taint)."""
+    node = get(f"/api/v1/nodes/{NODE_NAME}")
+    if node is None:
+        return [f"node/{NODE_NAME} (not registered)"]
+    conditions = node.get("status", {}).get("conditions") or []
+    ready: Json = next((c for c in conditions if c.get("type") == "Ready"), {})
+    if ready.get("status") != "True":
+        return [f"node/{NODE_NAME} (not Ready: {ready.get('reason') or 'no status'} {ready.get('message') or ''})"]
+    taints = node.get("spec", {}).get("taints") or []
+    if any(t.get("key") == "node.kubernetes.io/not-ready" for t in taints):
+        return [f"node/{NODE_NAME} (not-ready taint)"]
+    return []
+
+
+# --------------------------------------------------------------------------
+# host state: claim, prepare, tear down
+
+
+def owner() -> Path | None:
+    """The state directory whose cluster holds the machine's real node, if any is recorded."""
+    try:
+        text = OWNER_FILE.read_text().strip()
+    except OSError:
+        return None
+    return Path(text) if text else None
+
+
+def check_owner(state_dir: Path, *, alive: Callable[[Path], bool]) -> None:
+    """Raise :class:`NodeError` if the cluster of another state directory holds the real node (see :func:`claim`)."""
+    current = owner()
+    if current is not None and current != state_dir and alive(current):
+        raise NodeError(
+            f"this machine's real node belongs to the cluster in {current}; there can be only one "
+            f"(containerd's /run/containerd is machine-wide): stop it first with "
+            f"`ring-devcluster down --state-dir {current}`"
+        )
+
+
+def claim(state_dir: Path, *, alive: Callable[[Path], bool], release: Callable[[Path], None], say: Say) -> None:
+    """Record ``state_dir`` as the owner of the machine's one real node.
+
+    If another state directory owns it and ``alive(that_dir)`` says its node
+    still runs, raise :class:`NodeError`; a dead owner is cleaned up first
+    with ``release(that_dir)`` (its :func:`teardown`).
+    """
+    check_owner(state_dir, alive=alive)
+    current = owner()
+    if current is not None and current != state_dir:
+        say(f"cleaning up the real node left behind by {current}")
+        release(current)
+    if Path(CONTAINERD_SOCKET).exists() and current is None:
+        # A containerd we did not start (a system service) owns the socket.
+        probe = _run(["ctr", "--address", CONTAINERD_SOCKET, "--timeout", "2s", "version"], check=False)
+        if probe.returncode == 0:
+            raise NodeError(
+                f"another containerd already serves {CONTAINERD_SOCKET}; the dev cluster's node needs its own "
+                "(stop that one, e.g. `systemctl stop containerd`)"
+            )
+    OWNER_FILE.parent.mkdir(parents=True, exist_ok=True)
+    OWNER_FILE.write_text(f"{state_dir}\n")
+
+
+def prepare_host(state_dir: Path, *, say: Say) -> None:
+    """Record the host's sysctls (once), then create the bridge, its routes and the guard chain (idempotent)."""
+    host_file = _host_file(state_dir)
+    if not host_file.exists():
+        record = {
+            "sysctls": {k: v for k in _SYSCTLS if (v := _read_sysctl(k)) is not None},
+            "absent": [p for p in _HOST_PATHS if not os.path.lexists(p)],
+            "created": time.time(),
+        }
+        host_file.parent.mkdir(parents=True, exist_ok=True)
+        host_file.write_text(json.dumps(record, indent=2))
+    links = _run(["ip", "-j", "link", "show"]).stdout
+    if not any(link.get("ifname") == BRIDGE for link in json.loads(links or "[]")):
+        _run(["ip", "link", "add", BRIDGE, "type", "bridge"])
+        say(f"created bridge {BRIDGE} ({NODE_IP}/{POD_CIDR.prefixlen})")
+    _run(["ip", "addr", "replace", f"{NODE_IP}/{POD_CIDR.prefixlen}", "dev", BRIDGE])
+    _run(["ip", "link", "set", BRIDGE, "up"])
+    # Service IPs belong on the bridge too: traffic to a ClusterIP without a
+    # Service must not follow the default route off the machine.
+    _run(["ip", "route", "replace", SERVICE_CIDR, "dev", BRIDGE, "src", NODE_IP])
+    for exe in ("iptables",):
+        _run([exe, "-w", "-N", _GUARD_CHAIN], check=False)
+        _run([exe, "-w", "-F", _GUARD_CHAIN])
+        for rule in (
+            ["-i", BRIDGE, "-o", BRIDGE, "-j", "RETURN"],
+            ["-i", BRIDGE, "-j", "DROP"],
+            ["-o", BRIDGE, "-j", "DROP"],
+        ):
+            _run([exe, "-w", "-A", _GUARD_CHAIN, *rule])
+        if _run([exe, "-w", "-C", "FORWARD", "-j", _GUARD_CHAIN], check=False).returncode != 0:
+            _run([exe, "-w", "-I", "FORWARD", "1", "-j", _GUARD_CHAIN])
+
+
+def import_image(archive: Path) -> None:
+    """Import a docker-archive tarball into the node's containerd (namespace ``k8s.io``)."""
+    _run(["ctr", "--address", CONTAINERD_SOCKET, "-n", "k8s.io", "images", "import", str(archive)], timeout=300)
+
+
+def image_names() -> set[str]:
+    """The image references the node's containerd holds."""
+    out = _run(["ctr", "--address", CONTAINERD_SOCKET, "-n", "k8s.io", "images", "ls", "-q"]).stdout
+    return set(out.split())
+
+
+def import_pause(state_dir: Path) -> bool:
+    """Import the sandbox image (built from the cached ``pause`` binary) unless present; True if imported."""
+    if images.PAUSE_IMAGE in image_names():
+        return False
+    binaries = json.loads((state_dir / "node" / "binaries.json").read_text())
+    archive = images.write_docker_archive(
+        state_dir / "node" / "images" / "pause.tar",
+        name=images.PAUSE_IMAGE,
+        files=images.pause_files(Path(binaries["pause"])),
+        entrypoint=["/pause"],
+    )
+    import_image(archive)
+    return True
+
+
+def _mountpoints() -> list[str]:
+    points = []
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            field = line.split()[4]
+            points.append(field.encode().decode("unicode_escape"))
+    return points
+
+
+def _unmount_under(prefixes: Sequence[str]) -> int:
+    """Lazily unmount every mount point under ``prefixes``, deepest first; return the count."""
+    count = 0
+    for point in sorted(
+        {p for p in _mountpoints() if any(p == pre or p.startswith(pre.rstrip("/") + "/") for pre in prefixes)},
+        key=len,
+        reverse=True,
+    ):
+        if _run(["umount", "-l", point], check=False).returncode == 0:
+            count += 1
+    return count
+
+
+def _iptables_cleanup() -> None:
+    """Remove every chain named KUBE-* (kubelet, kube-proxy) or ours, with the rules jumping to them."""
+    for exe in ("iptables", "ip6tables"):
+        if shutil.which(exe, path=_node_env()["PATH"]) is None:
+            continue
+        for table in ("filter", "nat", "mangle", "raw"):
+            listed = _run([exe, "-w", "-t", table, "-S"], check=False)
+            if listed.returncode != 0:
+                continue
+            rules = listed.stdout.splitlines()
+            ours = [r.split()[1] for r in rules if r.startswith("-N ") and r.split()[1].startswith(_CHAIN_PREFIXES)]
+            if not ours:
+                continue
+            for rule in rules:
+                words = shlex.split(rule)
+                if words[:1] == ["-A"] and not words[1].startswith(_CHAIN_PREFIXES) and "-j" in words:
+                    target = words[words.index("-j") + 1]
+                    if target in ours:
+                        _run([exe, "-w", "-t", table, "-D", *words[1:]], check=False)
+            for chain in ours:
+                _run([exe, "-w", "-t", table, "-F", chain], check=False)
+            for chain in ours:
+                _run([exe, "-w", "-t", table, "-X", chain], check=False)
+
+
+def _remove_cgroups(name: str = "kubepods") -> list[str]:
+    """rmdir every ``<hierarchy>/<name>`` cgroup tree (leaves first); return what could not be removed."""
+    left = []
+    root = Path("/sys/fs/cgroup")
+    candidates = [root / name] + [h / name for h in root.iterdir() if h.is_dir()] if root.is_dir() else []
+    for top in candidates:
+        if not top.is_dir():
+            continue
+        dirs = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True)
+        for directory in [*dirs, top]:
+            try:
+                directory.rmdir()
+            except OSError:
+                left.append(str(directory))
+    return left
+
+
+def _kill_shims() -> int:
+    """SIGKILL containerd shims serving our socket (left when containers could not be deleted)."""
+    killed = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"containerd-shim-runc-v2") and CONTAINERD_SOCKET.encode() in argv:
+            with contextlib.suppress(OSError):
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed += 1
+    return killed
+
+
+def _delete_containers() -> int:
+    """Kill and delete every task and container in containerd's ``k8s.io`` namespace; return the count."""
+    ctr = ["ctr", "--address", CONTAINERD_SOCKET, "--timeout", "10s", "-n", "k8s.io"]
+    listed = _run([*ctr, "containers", "ls", "-q"], check=False)
+    if listed.returncode != 0:
+        return 0
+    ids = listed.stdout.split()
+    for cid in ids:
+        _run([*ctr, "tasks", "kill", "-a", "-s", "SIGKILL", cid], check=False)
+    for cid in ids:
+        _run([*ctr, "tasks", "delete", "-f", cid], check=False)
+        _run([*ctr, "containers", "delete", cid], check=False)
+    return len(ids)
+
+
+def teardown(state_dir: Path, *, stop: Callable[[str], bool], say: Say) -> list[str]:
+    """Stop the node of ``state_dir`` and restore the host; return the names of the processes stopped.
+
+    ``stop(name)`` stops the cluster component ``name`` if it runs (True if it
+    did). Safe to call again and on a state directory without a node. Pods
+    are not drained: their containers are killed (a dev cluster's pods are
+    disposable).
+    """
+    home = state_dir / "node"
+    pid_files = [state_dir / "run" / f"{name}.pid" for name in PROCESSES]
+    if not _host_file(state_dir).exists() and not any(p.exists() for p in pid_files):
+        return []  # never started here, or already torn down
+    stopped = [name for name in ("kubelet",) if stop(name)]
+    containers = _delete_containers()
+    stopped += [name for name in ("kube-proxy", "coredns", "apiserver-relay", "containerd") if stop(name)]
+    shims = _kill_shims()
+    try:
+        binaries = json.loads((home / "binaries.json").read_text())
+    except (OSError, ValueError):
+        binaries = {}
+    if binaries.get("kube_proxy") and os.access(binaries["kube_proxy"], os.X_OK):
+        # kube-proxy's own clean-up of its iptables (and nftables/ipvs) state.
+        _run([binaries["kube_proxy"], "--cleanup", "--v=0"], check=False, timeout=60)
+    _iptables_cleanup()
+    mounts = _unmount_under(["/run/containerd", str(home)])
+    netns = 0
+    for entry in sorted(Path("/run/netns").glob("cni-*")) if Path("/run/netns").is_dir() else []:
+        _run(["umount", "-l", str(entry)], check=False)
+        with contextlib.suppress(OSError):
+            entry.unlink()
+            netns += 1
+    left = _remove_cgroups()
+    _run(["ip", "route", "del", SERVICE_CIDR, "dev", BRIDGE], check=False)
+    _run(["ip", "link", "del", BRIDGE], check=False)
+    logs = home / "pod-logs"
+    containers_dir = Path("/var/log/containers")
+    if containers_dir.is_dir():
+        for link in containers_dir.iterdir():
+            with contextlib.suppress(OSError):
+                if link.is_symlink() and os.readlink(link).startswith(str(logs)):
+                    link.unlink()
+    restored = []
+    host_file = _host_file(state_dir)
+    try:
+        record = json.loads(host_file.read_text())
+    except (OSError, ValueError):
+        record = {}
+    for key, value in (record.get("sysctls") or {}).items():
+        if _read_sysctl(key) != value and _write_sysctl(key, value):
+            restored.append(f"{key.replace('/', '.')}={value}")
+    absent = set(record.get("absent") or ())
+    for path in _HOST_PATHS:
+        if path not in absent:
+            continue
+        if path == "/run/netns":
+            with contextlib.suppress(OSError):
+                os.rmdir(path)  # only if empty: another tool's namespaces stay
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+    results = Path("/var/lib/cni/results")
+    if results.is_dir():
+        for cached in [*results.glob("ring-devcluster-*"), *results.glob("cni-loopback-*")]:
+            with contextlib.suppress(OSError):
+                cached.unlink()
+    with contextlib.suppress(FileNotFoundError):
+        host_file.unlink()
+    if owner() == state_dir:
+        with contextlib.suppress(FileNotFoundError):
+            OWNER_FILE.unlink()
+    say(
+        f"real node removed: {containers} containers, {shims} stray shims, {mounts} mounts, {netns} network "
+        f"namespaces, bridge {BRIDGE}; sysctls restored: {', '.join(restored) or 'none changed'}"
+        + (f"; cgroups still busy: {', '.join(left)}" if left else "")
+    )
+    return stopped

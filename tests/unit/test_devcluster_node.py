@@ -1,0 +1,146 @@
+"""The real node's configuration (ring-devcluster ``--with node``), without starting anything.
+
+What is checked here is what the README promises about the node: kubeadm's
+defaults where this machine allows them, the settings it forces, and a pod
+network that cannot leave the bridge.
+"""
+
+from __future__ import annotations
+
+import io
+import ipaddress
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ringdevcluster import addons, build, cluster, images, node
+from ringdevcluster.pki import Pki
+
+
+@pytest.fixture(scope="module")
+def configured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, node.Setup]:
+    state = tmp_path_factory.mktemp("state")
+    pki = Pki(state / "pki")
+    pki.init_ca()
+    ports = {key: 30000 + i for i, key in enumerate(addons.ADDONS["node"].ports)}
+    binaries = {b: Path(f"/cache/{b}") for b in ("kubelet", "kube-proxy", "relay", "coredns", "pause")}
+    setup = node.configure(state_dir=state, server="https://127.0.0.1:6443", pki=pki, ports=ports, binaries=binaries)
+    return state / "node", setup
+
+
+def test_kubelet_keeps_production_defaults_and_only_the_forced_settings(
+    configured: tuple[Path, node.Setup],
+) -> None:
+    home, _ = configured
+    config = yaml.safe_load((home / "kubelet" / "config.yaml").read_text())
+    # Left at their defaults, as on a kubeadm node (the delivery figures depend on them).
+    for default in ("syncFrequency", "configMapAndSecretChangeDetectionStrategy", "fileCheckFrequency"):
+        assert default not in config
+    # Forced by this machine: cgroups v1 without systemd.
+    assert config["failCgroupV1"] is False and config["cgroupDriver"] == "cgroupfs"
+    assert config["clusterDNS"] == [node.DNS_SERVICE_IP] and config["clusterDomain"] == "cluster.local"
+    assert config["authentication"]["anonymous"]["enabled"] is False
+    assert config["authorization"]["mode"] == "Webhook"
+    assert config["address"] == node.NODE_IP and config["healthzBindAddress"] == "127.0.0.1"
+    assert node.NODE_TAINT in config["registerWithTaints"]
+
+
+def test_pod_network_has_no_masquerade_and_no_default_route(configured: tuple[Path, node.Setup]) -> None:
+    home, _ = configured
+    conflist = json.loads(next((home / "cni" / "net.d").glob("*.conflist")).read_text())
+    (bridge,) = conflist["plugins"]
+    assert bridge["type"] == "bridge" and bridge["bridge"] == node.BRIDGE
+    assert bridge["ipMasq"] is False and bridge["isDefaultGateway"] is False
+    routes = bridge["ipam"]["routes"]
+    assert routes == [{"dst": node.SERVICE_CIDR, "gw": node.NODE_IP}]
+    assert ipaddress.ip_network(node.SERVICE_CIDR) == ipaddress.ip_network(cluster.SERVICE_CIDR)
+    assert ipaddress.ip_address(node.DNS_SERVICE_IP) in ipaddress.ip_network(cluster.SERVICE_CIDR)
+    assert ipaddress.ip_address(node.NODE_IP) == node.POD_CIDR.network_address + 1
+
+
+def test_containerd_cri_settings_this_machine_needs(configured: tuple[Path, node.Setup]) -> None:
+    home, _ = configured
+    toml = (home / "containerd" / "config.toml").read_text()
+    for line in (
+        "restrict_oom_score_adj = true",
+        "disable_apparmor = true",
+        "SystemdCgroup = false",
+        f'sandbox_image = "{images.PAUSE_IMAGE}"',
+        f'address = "{node.CONTAINERD_SOCKET}"',
+    ):
+        assert line in toml
+
+
+def test_corefile_is_kubeadms_without_forward(configured: tuple[Path, node.Setup]) -> None:
+    home, _ = configured
+    corefile = (home / "coredns" / "Corefile").read_text()
+    words = [line.split()[0] for line in corefile.splitlines() if line.strip() and line.startswith("    ")]
+    assert "forward" not in words
+    for plugin in ("errors", "health", "ready", "kubernetes", "prometheus", "cache", "loop", "reload", "loadbalance"):
+        assert plugin in words
+    assert "cache 30 {" in corefile and "disable success cluster.local" in corefile
+    assert f"bind {node.NODE_IP}" in corefile
+
+
+def test_kube_proxy_leaves_conntrack_and_localhost_alone(configured: tuple[Path, node.Setup]) -> None:
+    home, _ = configured
+    config = yaml.safe_load((home / "kube-proxy" / "config.yaml").read_text())
+    assert config["mode"] == "iptables"
+    assert config["iptables"]["localhostNodePorts"] is False
+    assert config["nodePortAddresses"] == [f"{node.NODE_IP}/32"]
+    assert config["conntrack"]["maxPerCore"] == 0
+
+
+def test_api_server_reaches_the_kubelet_by_internal_ip_with_a_client_certificate(
+    configured: tuple[Path, node.Setup],
+) -> None:
+    _, setup = configured
+    flags = dict(a.split("=", 1) for a in setup.apiserver_args)
+    assert flags["--kubelet-preferred-address-types"] == "InternalIP"
+    assert Path(flags["--kubelet-client-certificate"]).is_file()
+    assert list(setup.argv) == list(node.PROCESSES)
+    assert [p.name for p in addons.ADDONS["node"].processes] == list(node.PROCESSES)
+
+
+def test_add_flags_appends_replaces_and_reports_changes() -> None:
+    argv = ["kube-apiserver", "--v=1", "--kubelet-preferred-address-types=Hostname"]
+    assert cluster._add_flags(argv, ["--kubelet-preferred-address-types=InternalIP", "--x=1"])
+    assert argv == ["kube-apiserver", "--v=1", "--kubelet-preferred-address-types=InternalIP", "--x=1"]
+    assert not cluster._add_flags(argv, ["--x=1"])
+
+
+def test_node_addon_builds_two_modules_and_its_key_covers_sub_packages(tmp_path: Path) -> None:
+    assert addons.modules(["jobset", "node"]) == ["jobset", "node", "coredns"]
+    source = build.find_source_dir()
+    module = build.ADDON_MODULES["node"]
+    key = build._plan(module, source).key
+    assert "-X k8s.io/component-base/version.gitVersion=" in module.ldflags("v1.35.4")
+    # A copy with a changed sub-package (pause/) gets another cache entry.
+    copy = tmp_path / "node"
+    for path in (source / "node").rglob("*"):
+        if path.is_file():
+            (copy / path.relative_to(source / "node")).parent.mkdir(parents=True, exist_ok=True)
+            (copy / path.relative_to(source / "node")).write_bytes(path.read_bytes())
+    assert build._plan(module, tmp_path).key == key
+    (copy / "pause" / "main.go").write_text((copy / "pause" / "main.go").read_text() + "\n// changed\n")
+    assert build._plan(module, tmp_path).key != key
+
+
+def test_docker_archive_is_reproducible_and_names_its_layer(tmp_path: Path) -> None:
+    files = {"/bin/tool": images.Entry(data=b"#!/bin/sh\n", mode=0o755), "/bin/alias": images.Entry(symlink="tool")}
+    first = images.write_docker_archive(tmp_path / "a.tar", name="example.local/t:1", files=files, cmd=["/bin/tool"])
+    second = images.write_docker_archive(tmp_path / "b.tar", name="example.local/t:1", files=files, cmd=["/bin/tool"])
+    assert first.read_bytes() == second.read_bytes()
+    with tarfile.open(first) as archive:
+        (manifest,) = json.load(archive.extractfile("manifest.json"))  # type: ignore[arg-type]
+        assert manifest["RepoTags"] == ["example.local/t:1"]
+        config = json.load(archive.extractfile(manifest["Config"]))  # type: ignore[arg-type]
+        layer = archive.extractfile(manifest["Layers"][0]).read()  # type: ignore[union-attr]
+    assert config["config"]["Cmd"] == ["/bin/tool"] and config["os"] == "linux"
+    with tarfile.open(fileobj=io.BytesIO(layer)) as inner:
+        members = {m.name: m for m in inner.getmembers()}
+    assert members["bin"].isdir() and members["bin/tool"].mode == 0o755
+    assert members["bin/alias"].issym() and members["bin/alias"].linkname == "tool"
