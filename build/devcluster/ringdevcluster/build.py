@@ -176,14 +176,14 @@ ADDON_MODULES: dict[str, Module] = {
             requirement="k8s.io/kubernetes",
             packages=("k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy", "./pause", "./relay"),
             binaries=("kubelet", "kube-proxy", "pause", "relay"),
-            cold_minutes=6,
+            cold_minutes=2,  # after kube: most packages are shared
         ),
         Module(
             name="coredns",
             requirement="github.com/coredns/coredns",
             packages=(".",),  # main.go: upstream's server with the plugins the Corefile uses
             binaries=("coredns",),
-            cold_minutes=4,
+            cold_minutes=6,
         ),
     )
 }

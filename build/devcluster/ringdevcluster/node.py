@@ -877,6 +877,8 @@ def teardown(state_dir: Path, *, stop: Callable[[str], bool], say: Say) -> list[
     if owner() == state_dir:
         with contextlib.suppress(FileNotFoundError):
             OWNER_FILE.unlink()
+        with contextlib.suppress(OSError):
+            OWNER_FILE.parent.rmdir()  # only if empty
     say(
         f"real node removed: {containers} containers, {shims} stray shims, {mounts} mounts, {netns} network "
         f"namespaces, bridge {BRIDGE}; sysctls restored: {', '.join(restored) or 'none changed'}"
