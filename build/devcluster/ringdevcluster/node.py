@@ -776,6 +776,25 @@ def _remove_cgroups(name: str = "kubepods") -> list[str]:
     return left
 
 
+def _kill_cgroup_members(name: str = "kubepods") -> int:
+    """SIGKILL every process in a ``<hierarchy>/<name>`` cgroup: the node's containers, and nothing else.
+
+    Needed when containerd died first: its shims then leave the containers running.
+    """
+    pids: set[int] = set()
+    root = Path("/sys/fs/cgroup")
+    tops = [root / name] + [h / name for h in root.iterdir() if h.is_dir()] if root.is_dir() else []
+    for top in tops:
+        if top.is_dir():
+            for procs in top.rglob("cgroup.procs"):
+                with contextlib.suppress(OSError, ValueError):
+                    pids.update(int(p) for p in procs.read_text().split())
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return len(pids)
+
+
 def _kill_shims() -> int:
     """SIGKILL containerd shims serving our socket (left when containers could not be deleted)."""
     killed = 0
@@ -824,6 +843,7 @@ def teardown(state_dir: Path, *, stop: Callable[[str], bool], say: Say) -> list[
     containers = _delete_containers()
     stopped += [name for name in ("kube-proxy", "coredns", "apiserver-relay", "containerd") if stop(name)]
     shims = _kill_shims()
+    strays = _kill_cgroup_members()
     try:
         binaries = json.loads((home / "binaries.json").read_text())
     except (OSError, ValueError):
@@ -840,6 +860,10 @@ def teardown(state_dir: Path, *, stop: Callable[[str], bool], say: Say) -> list[
             entry.unlink()
             netns += 1
     left = _remove_cgroups()
+    deadline = time.monotonic() + 5
+    while left and time.monotonic() < deadline:  # killed processes take a moment to leave their cgroups
+        time.sleep(0.2)
+        left = _remove_cgroups()
     _run(["ip", "route", "del", SERVICE_CIDR, "dev", BRIDGE], check=False)
     _run(["ip", "link", "del", BRIDGE], check=False)
     logs = home / "pod-logs"
@@ -880,8 +904,9 @@ def teardown(state_dir: Path, *, stop: Callable[[str], bool], say: Say) -> list[
         with contextlib.suppress(OSError):
             OWNER_FILE.parent.rmdir()  # only if empty
     say(
-        f"real node removed: {containers} containers, {shims} stray shims, {mounts} mounts, {netns} network "
-        f"namespaces, bridge {BRIDGE}; sysctls restored: {', '.join(restored) or 'none changed'}"
-        + (f"; cgroups still busy: {', '.join(left)}" if left else "")
+        f"real node removed: {containers} containers, {shims} stray shims, {strays} stray container processes, "
+        f"{mounts} mounts, {netns} network namespaces, bridge {BRIDGE}; "
+        f"sysctls restored: {', '.join(restored) or 'none changed'}"
+        + (f"; {len(left)} cgroups still busy, e.g. {left[0]}" if left else "")
     )
     return stopped
