@@ -18,9 +18,11 @@
 # CoreDNS; `up` apt-installs containerd, runc, the CNI plugins, iptables and
 # conntrack when missing; this script installs busybox-static, the tests'
 # image); pytest over
-# tests/ (unit, integration, e2e); ruff; the import-linter contracts; mypy
-# (strict, as pyproject.toml configures it).
-# Both clusters are left running for the next run; stop them with
+# tests/ (unit, integration, e2e); the short seeded chaos run (build/chaos.sh
+# --quick, on a third cluster of its own, $RING_CHAOS_STATE, default
+# .state/chaos, whose API server and etcd it kills); ruff; the import-linter
+# contracts; mypy (strict, as pyproject.toml configures it).
+# The clusters are left running for the next run; stop them with
 # `ring-devcluster down --state-dir DIR` (.ci/run does).
 set -euo pipefail
 
@@ -61,6 +63,9 @@ ring-devcluster up --state-dir "$RING_DEVCLUSTER_WORKLOADS_STATE" --with jobset,
 
 step "pytest tests $*"
 python -m pytest -v tests "$@"
+
+step "build/chaos.sh --quick --seed 13 (its own cluster: \$RING_CHAOS_STATE, default .state/chaos)"
+build/chaos.sh --quick --seed 13 --json "${RING_CHAOS_JSON:-.state/chaos-quick.json}"
 
 step "ruff check and ruff format --check (configured in pyproject.toml)"
 ruff check .

@@ -1,0 +1,5 @@
+import sys
+
+from tests.chaos.run import main
+
+sys.exit(main())
