@@ -204,8 +204,6 @@ def test_trainjob_via_trainer_jobset_and_job_controllers_completes_in_index_orde
         assert m["port"] == 23456
     last_running = max(timeline.running[name] for name in pods)
     print(f"\nFIGURE TrainJob (3 nodes) last pod Running -> spec completed (watch): {completed - last_running:.3f}s")
-    # Two watch streams: a few ms either way is delivery jitter; seconds would be the controller.
-    assert completed - last_running < 5.0
 
 
 # --------------------------------------------------------------------------
