@@ -5,7 +5,7 @@
 #   build/test.sh [pytest args...]
 #
 # Steps: create/reuse the virtualenv .venv; pip install the package with its
-# test and tensorflow extras, and the dev-cluster tool (build/devcluster); `ring-devcluster up` (builds the control-plane
+# test, tensorflow and jax extras, and the dev-cluster tool (build/devcluster); `ring-devcluster up` (builds the control-plane
 # binaries from the Go module proxy on first use, cached in
 # ~/.cache/ring-devcluster, then starts or reuses the cluster whose state lives
 # in $RING_DEVCLUSTER_STATE, default .state/devcluster); a second cluster with
@@ -43,9 +43,9 @@ fi
 # shellcheck disable=SC1091
 source .venv/bin/activate
 
-step "pip install -e '.[test,tensorflow]' -e build/devcluster (the dev-cluster tool)"
+step "pip install -e '.[test,tensorflow,jax]' -e build/devcluster (the dev-cluster tool)"
 python -m pip install --quiet --disable-pip-version-check --upgrade pip
-python -m pip install --quiet --disable-pip-version-check -e '.[test,tensorflow]' -e build/devcluster
+python -m pip install --quiet --disable-pip-version-check -e '.[test,tensorflow,jax]' -e build/devcluster
 
 step "ring-devcluster up (state: $RING_DEVCLUSTER_STATE)"
 command -v go >/dev/null || echo "note: no 'go' on PATH; fine only if the binaries are already cached" >&2

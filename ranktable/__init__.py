@@ -13,8 +13,13 @@ every training container.
 * :mod:`ranktable.devices`: the Ascend device annotation, validated.
 * :mod:`ranktable.hccl` (:mod:`~ranktable.hccl_v1`, :mod:`~ranktable.hccl_v2`):
   the HCCL rank table ``hccl.json`` in HCCL-Controller's layouts.
-* :mod:`ranktable.tfconfig`, :mod:`ranktable.torchenv`: ``TF_CONFIG`` and
-  PyTorch's variables for one member; ``setup_tf_config()`` drop-in.
-* :mod:`ranktable.wait`, :mod:`ranktable.launcher`, :mod:`ranktable.apiwatch`:
-  ``ring-launch``, which waits for the spec (file or API) and execs the trainer.
+* :mod:`ranktable.tfconfig`, :mod:`ranktable.torchenv`, :mod:`ranktable.jaxenv`,
+  :mod:`ranktable.paddleenv`, :mod:`ranktable.mindsporeenv`,
+  :mod:`ranktable.hostfile`: each framework's variables (and the MPI
+  hostfiles) for one member, pure; :mod:`ranktable.exports` puts them
+  together with the table users see; ``setup_tf_config()`` drop-in.
+* :mod:`ranktable.wait`, :mod:`ranktable.launcher`, :mod:`ranktable.apiwatch`,
+  :mod:`ranktable.supervise`: ``ring-launch``, which waits for the spec (file
+  or API) and execs the trainer, or supervises it and restarts it in place
+  on a new epoch.
 """
