@@ -376,7 +376,7 @@ class Size:
     load_gap: float  # seconds between two jobs of the background load
 
 
-QUICK = Size(jobs=12, kills=5, api_restarts=2, stop_seconds=5.0, flood_seconds=5.0, changes_410=20, load_gap=0.5)
+QUICK = Size(jobs=8, kills=4, api_restarts=1, stop_seconds=5.0, flood_seconds=4.0, changes_410=12, load_gap=0.5)
 FULL = Size(jobs=100, kills=20, api_restarts=5, stop_seconds=30.0, flood_seconds=20.0, changes_410=120, load_gap=0.0)
 
 
