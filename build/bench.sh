@@ -5,6 +5,15 @@
 #   build/bench.sh --jobs 1 --pods 1024 --devices 8
 #   build/bench.sh --jobs 20 --pods 8 --churn 60
 #   build/bench.sh --jobs 200 --pods 8 --compare old.json --check-targets
+#   build/bench.sh --vs-dns [--workers 2,4,8] [--repeats 5] [--json OUT] [--plot OUT.png]
+#   build/bench.sh --delivery [--modes file+touch,file,api] [--repeats 10] [--json OUT]
+#
+# --vs-dns runs tests/bench/vsdns.py instead: ring-controller against the
+# DNS-probing baseline (build/examples/baseline), the same TrainJobs on the
+# real node of the workloads cluster (ring-devcluster up --with
+# jobset,volcano,trainer,node), and needs matplotlib for --plot.
+# --delivery runs tests/bench/delivery.py: spec completed -> TF_CONFIG in a
+# container on the real node, per delivery mode (same cluster).
 #
 # Uses the virtualenv .venv (created and the project installed into it when
 # missing), brings up or reuses the cluster in --state-dir (default
@@ -25,4 +34,13 @@ if [[ ! -x .venv/bin/ring-controller ]]; then
     echo "bench: installing the project into .venv" >&2
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 fi
+for arg in "$@"; do
+    if [[ "$arg" == "--vs-dns" ]]; then
+        .venv/bin/python -c 'import matplotlib' 2>/dev/null || .venv/bin/python -m pip install --quiet --disable-pip-version-check matplotlib
+        exec .venv/bin/python -m tests.bench.vsdns "$@"
+    fi
+    if [[ "$arg" == "--delivery" ]]; then
+        exec .venv/bin/python -m tests.bench.delivery "$@"
+    fi
+done
 exec .venv/bin/python -m tests.bench.bench "$@"

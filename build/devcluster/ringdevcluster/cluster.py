@@ -794,6 +794,10 @@ def _argv(*, state_dir: Path, binaries: dict[str, Path], ports: dict[str, int], 
             f"--tls-private-key-file={pki.key('apiserver')}",
             f"--client-ca-file={pki.ca_cert}",
             "--authorization-mode=Node,RBAC",
+            # Beside the default plugins: namespaces can pin their pods to a node and
+            # give them tolerations (annotations), as an admin places a system namespace;
+            # the tests put the shipped controller on the real node that way.
+            "--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction",
             f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
             f"--service-account-key-file={state_dir / 'pki' / 'sa.pub'}",
             f"--service-account-signing-key-file={state_dir / 'pki' / 'sa.key'}",

@@ -1,0 +1,265 @@
+"""``build/bench.sh --delivery``: how fast a completed spec reaches a container on the real node.
+
+The question only a real kubelet answers: ring-controller writes the spec in
+milliseconds, but a training pod reading the mounted ``rings-config`` volume
+sees it only when the kubelet refreshes that volume. Measured per mode, with
+``--repeats`` replacements each:
+
+* ``file+touch``: file mode, the controller annotating member pods with the
+  epoch (``--touch-pods``, the default): the kubelet syncs the pod at once;
+* ``file``: file mode with ``--no-touch-pods``: the kubelet's periodic sync
+  (``syncFrequency`` 1m plus jitter);
+* ``api``: ``ring-launch --from-api`` (a watch on the ConfigMap, no kubelet).
+
+Each mode runs a 2-replica Deployment on the real node (the controller image,
+whose command is ``ring-launch``, then a one-line program printing
+``TFCONFIG <unix time>``). One repeat deletes a pod; its replacement's
+``ring-launch`` waits for the completed spec that lists it, exports
+TF_CONFIG and execs. The figure is *spec seen completed* (a ConfigMap watch
+in this process) -> *TF_CONFIG exported in the replacement* (its own clock,
+the same machine's). ``ring-launch`` polls the file every 0.5 s (its
+default), which is part of what users get.
+
+Output: a table (stdout) and ``--json OUT`` (``modes``: [{mode, samples,
+p50_s, max_s}]).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config, watch
+
+from ringdevcluster import ensure_up, node
+from tests.support import nodejobs
+from tests.support.clients import REPO, workloads_state_dir
+from tests.support.controllerproc import ControllerProcess
+
+Json = dict[str, Any]
+MODES = ("file+touch", "file", "api")
+IMAGE = "ring-controller:0.1.0"
+PROGRAM = "import time; print('TFCONFIG', time.time(), flush=True)"
+
+
+def _say(msg: str) -> None:
+    print(f"delivery: {msg}", file=sys.stderr, flush=True)
+
+
+def ensure_image() -> None:
+    if f"docker.io/library/{IMAGE}" not in node.image_names():
+        _say("importing the controller image (build/image.sh --controller --import)")
+        subprocess.run([str(REPO / "build" / "image.sh"), "--controller", "--import"], check=True)
+
+
+def deployment(name: str, *, mode: str) -> Json:
+    """Two ring-launch pods on the real node, the spec in ConfigMap ``rings-config-<name>``."""
+    launch = ["ring-launch"] + (["--from-api", "--configmap", f"rings-config-{name}"] if mode == "api" else [])
+    script = f'{" ".join(launch)} -- python3 -c "{PROGRAM}"; exec sleep 1000000'
+    labels = {"app": name, "ring-controller.atlas": "tensorflow"}
+    env = [
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+    ]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    **node.pod_placement(),
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": IMAGE,
+                            "imagePullPolicy": "IfNotPresent",
+                            "command": ["sh", "-c", script],
+                            "env": env,
+                            "ports": [{"name": "tf-port", "containerPort": 2222}],
+                            "volumeMounts": [{"name": "rings-config", "mountPath": "/etc/ring-config"}],
+                        }
+                    ],
+                    "volumes": [{"name": "rings-config", "configMap": {"name": f"rings-config-{name}"}}],
+                },
+            },
+        },
+    }
+
+
+class Specs:
+    """Receive times of completed epochs of each ConfigMap, from a watch opened before anything is created."""
+
+    def __init__(self, core: client.CoreV1Api, namespace: str) -> None:
+        self.completed: dict[tuple[str, int], float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(core, namespace), daemon=True)
+        self._thread.start()
+
+    def _run(self, core: client.CoreV1Api, namespace: str) -> None:
+        while not self._stop.is_set():
+            w = watch.Watch()
+            try:
+                for event in w.stream(core.list_namespaced_config_map, namespace, timeout_seconds=30):
+                    now = time.time()
+                    cm = event["object"]
+                    raw = (cm.data or {}).get("cluster.json")
+                    if raw:
+                        spec = json.loads(raw)
+                        if spec["status"] == "completed":
+                            self.completed.setdefault((cm.metadata.name, spec["epoch"]), now)
+                    if self._stop.is_set():
+                        break
+            except Exception:  # noqa: BLE001 - a dropped watch is reopened
+                time.sleep(0.2)
+            finally:
+                w.stop()
+
+    def wait(self, name: str, epoch_above: int, *, timeout: float) -> tuple[int, float]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = [(e, t) for (n, e), t in self.completed.items() if n == name and e > epoch_above]
+            if found:
+                return min(found)
+            time.sleep(0.05)
+        raise TimeoutError(f"{name}: no completed spec above epoch {epoch_above} within {timeout:.0f}s")
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _running(core: client.CoreV1Api, namespace: str, name: str) -> list[Any]:
+    pods = core.list_namespaced_pod(namespace, label_selector=f"app={name}").items
+    return [p for p in pods if p.metadata.deletion_timestamp is None and p.status.phase == "Running"]
+
+
+def _printed(core: client.CoreV1Api, namespace: str, pod: str, *, timeout: float) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            text = core.read_namespaced_pod_log(pod, namespace, container="main")
+        except client.exceptions.ApiException:
+            text = ""
+        for line in text.splitlines():
+            if line.startswith("TFCONFIG "):
+                return float(line.split()[1])
+        time.sleep(0.1)
+    raise TimeoutError(f"{pod} printed no TFCONFIG within {timeout:.0f}s")
+
+
+def measure(
+    core: client.CoreV1Api,
+    apps: client.AppsV1Api,
+    specs: Specs,
+    *,
+    namespace: str,
+    mode: str,
+    repeats: int,
+    timeout: float,
+) -> list[float]:
+    name = f"deliv-{mode.replace('+', '-')}"
+    apps.create_namespaced_deployment(namespace, deployment(name, mode=mode))
+    samples: list[float] = []
+    try:
+        epoch, _ = specs.wait(f"rings-config-{name}", 0, timeout=timeout)
+        for pod in _running(core, namespace, name):
+            _printed(core, namespace, pod.metadata.name, timeout=timeout)
+        for i in range(repeats):
+            pods = sorted(_running(core, namespace, name), key=lambda p: p.metadata.creation_timestamp)
+            victim = pods[-1].metadata.name
+            core.delete_namespaced_pod(victim, namespace, grace_period_seconds=0)
+            epoch, completed = specs.wait(f"rings-config-{name}", epoch, timeout=timeout)
+            while True:  # the replacement: a Running pod not there before
+                fresh = [
+                    p for p in _running(core, namespace, name) if p.metadata.name not in {q.metadata.name for q in pods}
+                ]
+                if fresh:
+                    break
+                time.sleep(0.1)
+            seen = _printed(core, namespace, fresh[0].metadata.name, timeout=timeout)
+            samples.append(seen - completed)
+            _say(
+                f"{mode:10s} #{i}: spec completed (epoch {epoch}) -> TF_CONFIG in {fresh[0].metadata.name}: {seen - completed:.3f}s"
+            )
+    finally:
+        apps.delete_namespaced_deployment(name, namespace, propagation_policy="Foreground")
+    return samples
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="build/bench.sh --delivery", description=__doc__.split("\n\n")[0] if __doc__ else None
+    )
+    p.add_argument("--delivery", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--modes", default=",".join(MODES), help="default file+touch,file,api")
+    p.add_argument("--repeats", type=int, default=10, help="replacements per mode (default 10)")
+    p.add_argument("--json", type=Path, metavar="OUT", help="write the figures here")
+    p.add_argument("--state-dir", type=Path, default=None, help="the cluster (default: the tests' workloads cluster)")
+    p.add_argument("--timeout", type=float, default=240.0, help="seconds one step may take")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    modes = [m for m in args.modes.split(",") if m]
+    state = args.state_dir or workloads_state_dir()
+    cluster = ensure_up(state_dir=state, addons=("node",), say=_say)
+    ensure_image()
+    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    core, apps, rbac = client.CoreV1Api(api), client.AppsV1Api(api), client.RbacAuthorizationV1Api(api)
+    namespace = f"delivery-{os.getpid()}"
+    core.create_namespace({"metadata": {"name": namespace}})
+    nodejobs.configmap_reader(rbac, namespace)
+    specs = Specs(core, namespace)
+    results: list[Json] = []
+    try:
+        for mode in modes:
+            extra = ["--no-touch-pods"] if mode == "file" else []
+            controller = ControllerProcess(
+                kubeconfig=str(cluster.kubeconfig),
+                namespace=namespace,
+                extra=extra,
+                log_path=Path(state) / "logs" / f"delivery-{mode}-{os.getpid()}.log",
+            )
+            controller.start()
+            try:
+                samples = measure(
+                    core, apps, specs, namespace=namespace, mode=mode, repeats=args.repeats, timeout=args.timeout
+                )
+            finally:
+                controller.stop()
+            results.append(
+                {
+                    "mode": mode,
+                    "samples": [round(s, 3) for s in samples],
+                    "p50_s": round(statistics.median(samples), 3),
+                    "max_s": round(max(samples), 3),
+                }
+            )
+    finally:
+        specs.stop()
+        core.delete_namespace(namespace, propagation_policy="Background")
+    print("| mode | repeats | spec completed -> TF_CONFIG exported in the new pod: p50 (s) | max (s) |")
+    print("|---|---|---|---|")
+    for r in results:
+        print(f"| {r['mode']} | {len(r['samples'])} | {r['p50_s']:.3f} | {r['max_s']:.3f} |")
+    if args.json:
+        args.json.write_text(json.dumps({"modes": results}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,277 @@
+"""TensorFlow TrainJobs on the real node, three ways: DNS probing, ring-controller by file, by API.
+
+The runtimes are the shipped examples with what a benchmark needs added and
+nothing of their logic changed:
+
+* ``dns``: ``build/examples/baseline/tensorflow-dns-runtime.yaml`` (the
+  comparison, not a product feature);
+* ``ring-file``: ``build/examples/trainer/tensorflow-runtime.yaml`` with
+  ``ring-launch`` reading the kubelet-mounted ``rings-config`` volume (the
+  TrainJob adds the volume through ``runtimePatches``, since a shared runtime
+  cannot name a per-job ConfigMap);
+* ``ring-api``: the same example as shipped, ``ring-launch --from-api``
+  (the pods' ServiceAccount may read ConfigMaps: :func:`configmap_reader`).
+
+All run the trainer image (``ring-trainer:0.1.0``, ``build/image.sh
+--trainer``) on the real node, read CIFAR-10 batches from a host directory,
+train ``STEPS`` steps and print one ``RESULT {json}`` line (train.py
+``--result -``). The container's first command prints
+``CONTAINER_START <unix time>`` before anything else, so the log says when
+the container started, when ``TF_CONFIG`` was there (train.py's start: the
+launcher execs it with TF_CONFIG set) and when the first step ended.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+
+from ringdevcluster import node
+from tests.support.clients import REPO
+
+Json = dict[str, Any]
+
+RUNTIMES = ("dns", "ring-file", "ring-api")
+TRAINER = ("trainer.kubeflow.org", "v1alpha1")
+TRAINER_IMAGE = "ring-trainer:0.1.0"
+BASELINE = REPO / "build" / "examples" / "baseline" / "tensorflow-dns-runtime.yaml"
+RING_RUNTIME = REPO / "build" / "examples" / "trainer" / "tensorflow-runtime.yaml"
+CONFIG_DIR = "/etc/ring-config"
+#: Prints the container's start before the launcher runs (dash and GNU date are in the image).
+START_MARKER = 'echo "CONTAINER_START $(date +%s.%N)"; exec "$@"'
+PORT = 12345
+
+
+def ensure_image(image: str, flag: str) -> None:
+    """Import ``image`` into the node's containerd unless it is there (``build/image.sh FLAG --import``,
+    cached: seconds once built)."""
+    if f"docker.io/library/{image}" not in node.image_names():
+        subprocess.run([str(REPO / "build" / "image.sh"), flag, "--import"], check=True)
+
+
+def apply(api: client.ApiClient, docs: list[Json], *, manager: str = "ring-controller-tests") -> None:
+    """Server-side apply of ``docs`` in order, as ``kubectl apply --server-side`` does."""
+    dynamic = DynamicClient(api)
+    for doc in docs:
+        resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+        namespace = doc["metadata"].get("namespace")
+        resource.server_side_apply(body=doc, namespace=namespace, field_manager=manager, force_conflicts=True)
+
+
+def delete(api: client.ApiClient, doc: Json) -> None:
+    """Delete the object ``doc`` names (404 is fine)."""
+    resource = DynamicClient(api).resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+    try:
+        resource.delete(name=doc["metadata"]["name"], namespace=doc["metadata"].get("namespace"))
+    except ApiException as e:
+        if e.status != 404:
+            raise
+
+
+def manifests(name: str) -> list[Json]:
+    """The documents of ``build/<name>``."""
+    return [d for d in yaml.safe_load_all((REPO / "build" / name).read_text()) if d]
+
+
+def make_data(directory: Path) -> Path:
+    """Small CIFAR-10 pickle batches in ``directory``, readable by the containers' user."""
+    if not (directory / "test_batch").exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(REPO / "build/examples/tensorflow/make_cifar10.py"),
+                str(directory),
+                "--per-batch",
+                "64",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    for path in [directory, *directory.iterdir()]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return directory
+
+
+def pod_spec(runtime: Json) -> Json:
+    spec: Json = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    return spec
+
+
+def runtime(kind: str, name: str, *, data_dir: Path, steps: int = 3, delay_index: int | None = None) -> Json:
+    """The ClusterTrainingRuntime ``name`` of ``kind`` (see the module doc), on the real node.
+
+    ``delay_index``: that worker's pod runs an init container sleeping 20 s
+    first (its container starts 20 s after the others').
+    """
+    if kind not in RUNTIMES:
+        raise ValueError(f"unknown runtime {kind!r}; choose from {RUNTIMES}")
+    doc: Json = yaml.safe_load((BASELINE if kind == "dns" else RING_RUNTIME).read_text())
+    doc["metadata"]["name"] = name
+    spec = pod_spec(doc)
+    spec.update(copy.deepcopy(node.pod_placement()))
+    spec["terminationGracePeriodSeconds"] = 5
+    spec["restartPolicy"] = "Never"
+    (container,) = spec["containers"]
+    container["image"] = TRAINER_IMAGE
+    container["imagePullPolicy"] = "IfNotPresent"
+    launch = ["python", "/app/dns_probe.py", "--"] if kind == "dns" else ["ring-launch"]
+    if kind == "ring-api":
+        launch.append("--from-api")
+    if kind != "dns":
+        launch.append("--")
+    container["command"] = ["sh", "-c", START_MARKER, "sh", *launch]
+    container["args"] = ["python", "/app/train.py", "--result", "-"]
+    env = [e for e in container.get("env", []) if e["name"] not in ("EPOCHS", "NCCL_DEBUG", "TF_WORKER_PORT")]
+    env += [
+        {"name": "TF_WORKER_PORT", "value": str(PORT)},
+        {"name": "EPOCHS", "value": "1"},
+        {"name": "STEPS", "value": str(steps)},
+        {"name": "BATCH_SIZE", "value": "16"},
+        {"name": "RING_TIMEOUT", "value": "300"},
+        {"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"},
+    ]
+    if kind == "ring-file":
+        env = [e for e in env if e["name"] != "RING_JOB_NAME"]
+        env.append({"name": "RING_CONFIG_DIR", "value": CONFIG_DIR})
+        container.setdefault("volumeMounts", []).append({"name": "rings-config", "mountPath": CONFIG_DIR})
+    container["env"] = env
+    for volume in spec["volumes"]:
+        if volume["name"] == "cifar-data":
+            volume["hostPath"]["path"] = str(data_dir)
+    if delay_index is not None:
+        spec["initContainers"] = [
+            {
+                "name": "late",
+                "image": TRAINER_IMAGE,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", f'[ "$JOB_COMPLETION_INDEX" != "{delay_index}" ] || sleep 20'],
+            }
+        ]
+    if kind != "dns":  # the ring runtimes: labelled for the controller (the example's template labels)
+        doc["spec"]["template"].setdefault("metadata", {}).setdefault("labels", {})["ring-controller.atlas"] = (
+            "tensorflow"
+        )
+    return doc
+
+
+def trainjob(kind: str, name: str, *, runtime_name: str, workers: int) -> Json:
+    """A TrainJob ``name`` with ``workers`` nodes on runtime ``runtime_name``."""
+    doc: Json = {
+        "apiVersion": "/".join(TRAINER),
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        "spec": {
+            "runtimeRef": {"apiGroup": TRAINER[0], "kind": "ClusterTrainingRuntime", "name": runtime_name},
+            "trainer": {"numNodes": workers},
+        },
+    }
+    if kind != "dns":
+        doc["metadata"]["labels"] = {"ring-controller.atlas": "tensorflow"}
+    if kind == "ring-file":
+        volume = {"name": "rings-config", "configMap": {"name": f"rings-config-{name}"}}
+        doc["spec"]["runtimePatches"] = [
+            {
+                "manager": "ring-controller.io/example",
+                "trainingRuntimeSpec": {
+                    "template": {
+                        "spec": {
+                            "replicatedJobs": [
+                                {"name": "node", "template": {"spec": {"template": {"spec": {"volumes": [volume]}}}}}
+                            ]
+                        }
+                    }
+                },
+            }
+        ]
+    return doc
+
+
+def configmap_reader(rbac: client.RbacAuthorizationV1Api, namespace: str) -> None:
+    """Let the namespace's default ServiceAccount read ConfigMaps (what ``ring-launch --from-api`` needs)."""
+    rbac.create_namespaced_role(
+        namespace,
+        {
+            "metadata": {"name": "ring-launch"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}],
+        },
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        {
+            "metadata": {"name": "ring-launch"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ring-launch"},
+            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
+        },
+    )
+
+
+@dataclasses.dataclass
+class WorkerLog:
+    """What one worker's log says (None where it says nothing)."""
+
+    pod: str
+    container_start: float | None
+    result: Json | None
+    tf_config_ready: float | None
+    text: str
+
+    @property
+    def tf_config(self) -> Json | None:
+        return self.result["tf_config"] if self.result else None
+
+
+def parse_log(pod: str, text: str) -> WorkerLog:
+    """The markers of one worker's log (see the module doc)."""
+    start = ready = None
+    result = None
+    for line in text.splitlines():
+        if line.startswith("CONTAINER_START "):
+            start = float(line.split()[1])
+        elif line.startswith("TF_CONFIG_READY "):
+            ready = float(line.split()[1])
+        elif line.startswith("RESULT "):
+            result = json.loads(line[len("RESULT ") :])
+    return WorkerLog(pod=pod, container_start=start, result=result, tf_config_ready=ready, text=text)
+
+
+def pods_of(core: client.CoreV1Api, namespace: str, trainjob: str) -> list[Any]:
+    """The live pods of ``trainjob`` (its JobSet), by name."""
+    pods = core.list_namespaced_pod(namespace, label_selector=f"jobset.sigs.k8s.io/jobset-name={trainjob}").items
+    return sorted((p for p in pods if p.metadata.deletion_timestamp is None), key=lambda p: p.metadata.name)
+
+
+def wait_finished(core: client.CoreV1Api, namespace: str, trainjob: str, workers: int, *, timeout: float) -> list[Any]:
+    """Wait until ``workers`` pods of ``trainjob`` have ended; return them. Fails on timeout with their phases."""
+    deadline = time.monotonic() + timeout
+    pods: list[Any] = []
+    while time.monotonic() < deadline:
+        pods = pods_of(core, namespace, trainjob)
+        if len(pods) == workers and all(p.status.phase in ("Succeeded", "Failed") for p in pods):
+            return pods
+        time.sleep(0.5)
+    phases = {p.metadata.name: p.status.phase for p in pods}
+    raise AssertionError(f"{trainjob}: pods not finished after {timeout:.0f}s: {phases}")
+
+
+def logs(core: client.CoreV1Api, namespace: str, pods: list[Any]) -> list[WorkerLog]:
+    """Each pod's log of its main container, parsed."""
+    out = []
+    for p in pods:
+        try:
+            text = core.read_namespaced_pod_log(p.metadata.name, namespace, container="node")
+        except ApiException as e:
+            text = f"<no log: {e.status} {e.reason}>"
+        out.append(parse_log(p.metadata.name, text))
+    return out
