@@ -34,6 +34,7 @@ from agent.api import Json, KubeAPI
 from agent.events import EventCorrelator
 from agent.worker import JobWorker
 from model.records import ConfigMapRecord, JobKey, ObjectKey, PodRecord, WorkloadRecord, object_key
+from ranktable.hccl import DEFAULT_CHOICE
 
 log = structlog.get_logger()
 
@@ -110,7 +111,7 @@ class Agent:
         pods: Callable[[JobKey], list[PodRecord]],
         configmap: Callable[[ObjectKey], ConfigMapRecord | None],
         requeue_after: Callable[[JobKey, float], None] | None = None,
-        hccl_version: str = "v2",
+        hccl_version: str = DEFAULT_CHOICE,
         touch_pods: bool = True,
     ) -> None:
         self._api = api

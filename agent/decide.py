@@ -18,6 +18,23 @@ unit-tested without a cluster:
 - ``epoch`` is the previous spec's epoch, plus one when the member list
   differs from it. Equal inputs give byte-equal files, so a restarted
   controller rebuilds the same spec and writes nothing.
+
+Ascend jobs (:mod:`model.ascend` has the rules, :mod:`ranktable.hccl` the formats):
+
+- The rank table version is the flag's, or with ``auto`` the workload's own
+  (``WorkloadRecord.ascend.table``). A pod whose devices cannot go into that
+  version (a placeholder device IP where the table needs IPs, no
+  ``super_device_id`` in 1.2) does not count: ``InvalidDeviceAnnotation``.
+- When every NPU member carries Volcano's ``hccl/rankIndex`` and the values
+  are unique and dense, the NPU members take the ranks they held in slot
+  order, permuted into rank index order (members without devices keep
+  theirs), so ``cluster.json`` and ``hccl.json`` still agree. Partial,
+  duplicate or gapped rank indices are reported (``InvalidRankIndex``) and
+  the slot order stays.
+- Table 1.2: each NPU member's super pod is its ``super-pod-rank`` (soft
+  strategy), else ascend-operator's logical block of ``sp-block`` chips by
+  position, else the device annotation's ``super_pod_id`` (all "0" when a
+  member lacks it). Across several super pods every device needs an IP.
 """
 
 from __future__ import annotations
@@ -25,7 +42,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from model.keys import CONFIGMAP_DATA_LIMIT
+from model.ascend import VERSION_1_2, VERSION_2_0, logical_super_pod, rank_order
+from model.keys import CONFIGMAP_DATA_LIMIT, SCALE_OUT_TYPE_LABEL
 from model.records import PodRecord, WorkloadRecord
 from ranktable.clusterspec import (
     CLUSTER_FILE,
@@ -38,7 +56,11 @@ from ranktable.clusterspec import (
     spec_to_json,
 )
 from ranktable.devices import DeviceAnnotation, InvalidDeviceAnnotation, parse_device_annotation
-from ranktable.hccl import render_hccl
+from ranktable.hccl import AUTO, DEFAULT_CHOICE, device_problem, render_hccl
+from ranktable.hccl_table20 import check_scale_out
+
+#: A member that counts: (rank, task, index, pod, its devices or None).
+Counting = tuple[int, str, int, PodRecord, DeviceAnnotation | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,14 +151,15 @@ def decide(
     pods: Iterable[PodRecord],
     *,
     previous: ClusterSpec | None,
-    hccl_version: str = "v2",
+    hccl_version: str = DEFAULT_CHOICE,
     size_limit: int = CONFIGMAP_DATA_LIMIT,
 ) -> Decision:
     """The spec and files for ``workload`` given its pods and the last written spec.
 
     ``previous`` is the spec currently in the ConfigMap (None if there is
     none); it only feeds the epoch. The caller writes ``data`` if it differs
-    from what the ConfigMap holds.
+    from what the ConfigMap holds. ``hccl_version`` is ``--ranktable-version``
+    (one of :data:`ranktable.hccl.CHOICES`).
 
     Cost: one pass over the pods and one over the slots; members are built
     (and the files rendered with them) only when the spec completes, and
@@ -146,9 +169,17 @@ def decide(
     problems: list[Problem] = []
     wants_devices = workload.wants_devices
     task_devices = {t.name: t.wants_devices for t in workload.tasks}  # a CPU task may sit beside NPU ones
-    if workload.error:
-        problems.append(Problem("invalid_workload", f"{workload.kind} {workload.name}: {workload.error}"))
-    counting: list[tuple[int, str, int, PodRecord, DeviceAnnotation | None]] = []
+    version = workload.ascend.table if hccl_version == AUTO else hccl_version
+    invalid = workload.error
+    scale_out = ""
+    if version == VERSION_2_0 and wants_devices:
+        try:
+            scale_out = check_scale_out(workload.ascend.scale_out)
+        except ValueError as e:
+            invalid = invalid or f"label {SCALE_OUT_TYPE_LABEL}: {e}"
+    if invalid:
+        problems.append(Problem("invalid_workload", f"{workload.kind} {workload.name}: {invalid}"))
+    counting: list[Counting] = []
     for rank, (task, index, pod) in enumerate(_slots(workload, pods)):
         if pod is None or not pod.ready:
             continue
@@ -167,11 +198,22 @@ def decide(
                 reason, message = parsed
                 problems.append(Problem(f"device_{reason}", f"pod {pod.name}: invalid device annotation: {message}"))
                 continue
+            unfit = device_problem(version, parsed.devices)
+            if unfit is not None:
+                reason, message = unfit
+                problems.append(Problem(f"device_{reason}", f"pod {pod.name}: invalid device annotation: {message}"))
+                continue
             annotation = parsed
         counting.append((rank, task, index, pod, annotation))
     expected = workload.expected
-    complete = expected > 0 and len(counting) == expected and not workload.error
-    listed = tuple(_member(*c) for c in counting) if complete else ()
+    complete = expected > 0 and len(counting) == expected and not invalid
+    super_pods: dict[str, str] = {}
+    if complete:
+        counting = _by_rank_index(counting, problems)
+        if version == VERSION_1_2:
+            super_pods, unfit_pods = _super_pods(workload, counting, problems)
+            complete = not unfit_pods
+    listed = tuple(_member(*c, super_pod=super_pods.get(c[3].name, "")) for c in counting) if complete else ()
     epoch = previous.epoch if previous is not None else 0
     if listed != (previous.members if previous is not None else ()):
         epoch += 1
@@ -184,7 +226,8 @@ def decide(
     )
     data = {CLUSTER_FILE: spec_to_json(spec)}
     if wants_devices or any(a is not None and a.devices for *_, a in counting):
-        data[HCCL_FILE] = render_hccl(spec, version=hccl_version, validated=True)  # spec_to_json validated it
+        # spec_to_json validated the spec
+        data[HCCL_FILE] = render_hccl(spec, version=version, scale_out=scale_out, validated=True)
     size = sum(len(v.encode()) for v in data.values())
     if size > size_limit:
         problems.append(
@@ -192,12 +235,70 @@ def decide(
                 "too_large", f"spec of {expected} members is {size} bytes, over the ConfigMap limit of {size_limit}"
             )
         )
-    if size > size_limit or workload.error:
+    if size > size_limit or invalid:
         return Decision(spec=spec, data=None, ready=len(counting), problems=tuple(problems))
     return Decision(spec=spec, data=data, ready=len(counting), problems=tuple(problems))
 
 
-def _member(rank: int, task: str, index: int, pod: PodRecord, annotation: DeviceAnnotation | None) -> Member:
+def _by_rank_index(counting: list[Counting], problems: list[Problem]) -> list[Counting]:
+    """``counting`` with the NPU members' ranks permuted into ``hccl/rankIndex`` order, when usable."""
+    npu = [i for i, c in enumerate(counting) if c[4] is not None]
+    order = rank_order([counting[i][3].rank_index for i in npu])
+    if isinstance(order, str):
+        problems.append(Problem("invalid_rank_index", f"{order}; NPU ranks follow the job spec instead"))
+    if not isinstance(order, list):
+        return counting
+    positions = [counting[i][0] for i in npu]
+    moved = list(counting)
+    for i, rank_index in zip(npu, order, strict=True):
+        _, task, index, pod, annotation = counting[i]
+        moved[i] = (positions[rank_index], task, index, pod, annotation)
+    return sorted(moved, key=lambda c: c[0])
+
+
+def _super_pods(
+    workload: WorkloadRecord, counting: list[Counting], problems: list[Problem]
+) -> tuple[dict[str, str], set[str]]:
+    """The super pod of each NPU member (by pod name) for table 1.2, and the pods that cannot go into it."""
+    npu = [(c[3], c[4]) for c in counting if c[4] is not None]
+    found: dict[str, str] = {}
+    unfit: set[str] = set()
+    ascend = workload.ascend
+    physical = all(a is not None and a.super_pod_id is not None for _, a in npu)
+    for position, (pod, annotation) in enumerate(npu):
+        if ascend.soft:
+            value = (pod.super_pod_rank or "").strip()
+            if not (value.isascii() and value.isdigit()):
+                problems.append(
+                    Problem(
+                        "invalid_super_pod", f"pod {pod.name}: super-pod-rank {pod.super_pod_rank!r} is not an integer"
+                    )
+                )
+                unfit.add(pod.name)
+                continue
+            found[pod.name] = str(int(value))
+        elif ascend.sp_block > 0:
+            chips = len(npu[0][1].devices) if npu[0][1] is not None else 0
+            found[pod.name] = str(logical_super_pod(position, block=ascend.sp_block, chips=chips))
+        else:
+            found[pod.name] = str(annotation.super_pod_id) if physical and annotation is not None else "0"
+    if len(set(found.values())) > 1:
+        for pod, annotation in npu:
+            if annotation is not None and not all(d.has_ip for d in annotation.devices):
+                problems.append(
+                    Problem(
+                        "device_device_ip",
+                        f"pod {pod.name}: invalid device annotation: a device has no IP, and rank table 1.2 "
+                        f"needs every device's IP when the job spans {len(set(found.values()))} super pods",
+                    )
+                )
+                unfit.add(pod.name)
+    return found, unfit
+
+
+def _member(
+    rank: int, task: str, index: int, pod: PodRecord, annotation: DeviceAnnotation | None, *, super_pod: str = ""
+) -> Member:
     return Member(
         rank=rank,
         task=task,
@@ -211,4 +312,7 @@ def _member(rank: int, task: str, index: int, pod: PodRecord, annotation: Device
         host=(annotation.server_id or pod.host_ip) if annotation is not None else pod.host_ip,
         devices=annotation.devices if annotation is not None else (),
         slots=pod.slots,
+        host_ip=(annotation.host_ip or pod.host_ip) if annotation is not None else "",
+        super_pod=super_pod,
+        hardware=(pod.hardware or "") if annotation is not None else "",
     )

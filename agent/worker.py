@@ -42,6 +42,7 @@ from model.configmap import configmap_body, configmap_record
 from model.keys import EPOCH_ANNOTATION, MANAGED_LABEL, MANAGED_VALUE
 from model.records import ConfigMapRecord, PodRecord, WorkloadRecord
 from ranktable.clusterspec import CLUSTER_FILE, STATUS_COMPLETED, ClusterSpec, SpecError, spec_from_json
+from ranktable.hccl import DEFAULT_CHOICE
 
 log = structlog.get_logger()
 
@@ -97,7 +98,7 @@ def _check_owner(workload: WorkloadRecord, job: str | None) -> None:
 class JobWorker:
     """The per-job state and the write path. See the module doc for the protocol."""
 
-    def __init__(self, *, api: KubeAPI, hccl_version: str = "v2", touch_pods: bool = True) -> None:
+    def __init__(self, *, api: KubeAPI, hccl_version: str = DEFAULT_CHOICE, touch_pods: bool = True) -> None:
         self._api = api
         self._hccl_version = hccl_version
         self._touch_pods = touch_pods
@@ -334,6 +335,8 @@ def _event_reason(reason: str) -> str:
     return {
         "invalid_port": "InvalidPort",
         "invalid_slots": "InvalidSlots",
+        "invalid_rank_index": "InvalidRankIndex",
+        "invalid_super_pod": "InvalidSuperPod",
         "invalid_workload": "InvalidWorkload",
         "too_large": "SpecTooLarge",
         "foreign_configmap": "ForeignConfigMap",

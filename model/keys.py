@@ -61,12 +61,45 @@ SLOTS_ANNOTATION: Final = "ring-controller/slots"
 #: Container env giving the member's slots when the annotation is absent.
 SLOTS_ENV: Final = "RING_SLOTS"
 
-# Devices ---------------------------------------------------------------------
+# Devices (Ascend device plugin, Volcano's Ascend plugin, ascend-operator) ---------
 
 #: Annotation the Ascend device plugin writes on a pod once devices are bound.
 DEVICE_ANNOTATION: Final = "ascend.kubectl.kubernetes.io/ascend-910-configuration"
-#: Extended resources whose request means the pod needs a device annotation.
+#: The same annotation for the ``huawei.com/npu`` resource (current plugins).
+NPU_DEVICE_ANNOTATION: Final = "ascend.kubectl.kubernetes.io/ascend-npu-configuration"
+#: Device annotation keys, first found wins (ascend-operator's order).
+DEVICE_ANNOTATIONS: Final = (DEVICE_ANNOTATION, NPU_DEVICE_ANNOTATION)
+#: Extended resources whose request means the pod needs a device annotation:
+#: any name with this prefix (``huawei.com/Ascend910``, ...) and ``NPU_RESOURCE``.
 NPU_RESOURCE_PREFIX: Final = "huawei.com/Ascend"
+#: The newest generation's resource (Atlas 350/850/950); requesting it selects rank table 2.0.
+NPU_RESOURCE: Final = "huawei.com/npu"
+#: The resource whose request count gives the chips per pod (``sp-block`` from affinity config).
+ASCEND910_RESOURCE: Final = "huawei.com/Ascend910"
+#: Pod annotation of Volcano's Ascend plugin (and ascend-operator): the pod's rank among the NPU pods.
+RANK_INDEX_ANNOTATION: Final = "hccl/rankIndex"
+#: Pod annotation naming the product model, ``hardware_type`` in table 1.0.
+HARDWARE_TYPE_ANNOTATION: Final = "mind-cluster/hardware-type"
+#: Pod annotation of the soft super-pod strategy: the pod's super pod.
+SUPER_POD_RANK_ANNOTATION: Final = "super-pod-rank"
+#: Workload label choosing the soft super-pod strategy (value ``soft``).
+SUPER_POD_AFFINITY_LABEL: Final = "super-pod-affinity"
+SUPER_POD_AFFINITY_SOFT: Final = "soft"
+#: Workload annotation: the scheduling policy of Volcano's Ascend plugin.
+SCHEDULE_POLICY_ANNOTATION: Final = "huawei.com/schedule_policy"
+#: Policies that place a job into A3 super pods (table 1.2).
+SUPER_POD_POLICIES: Final = ("chip2-node16-sp", "chip2-node8-sp")
+#: The multi-level policy: table 1.2 unless the job is a 2.0 one.
+MULTILEVEL_POLICY: Final = "multilevel"
+#: Workload annotation: chips per logical super pod.
+SP_BLOCK_ANNOTATION: Final = "sp-block"
+#: Workload annotation ``level1=N,...``: N nodes per logical super pod (multilevel jobs).
+AFFINITY_CONFIG_ANNOTATION: Final = "huawei.com/affinity-config"
+#: Pod template node selector naming the accelerator type, and its super-pod values.
+ACCELERATOR_TYPE_SELECTOR: Final = "accelerator-type"
+SUPER_POD_ACCELERATORS: Final = ("module-a3-16-super-pod", "module-a3-8-super-pod")
+#: Workload label choosing the scale-out network of table 2.0 (``ROCE`` or ``UBOE``).
+SCALE_OUT_TYPE_LABEL: Final = "scaleout-type"
 
 # Volcano --------------------------------------------------------------------
 

@@ -15,7 +15,14 @@ from __future__ import annotations
 from sys import intern
 from typing import Any
 
-from model.keys import DEFAULT_PORT, DEVICE_ANNOTATION, EPOCH_ANNOTATION
+from model.keys import (
+    DEFAULT_PORT,
+    DEVICE_ANNOTATIONS,
+    EPOCH_ANNOTATION,
+    HARDWARE_TYPE_ANNOTATION,
+    RANK_INDEX_ANNOTATION,
+    SUPER_POD_RANK_ANNOTATION,
+)
 from model.kinds import identify_pod
 from model.records import JobKey, PodRecord, PodUID
 from model.template import member_port, member_slots, wants_devices
@@ -49,10 +56,13 @@ def pod_record(raw: Json, *, default_port: int = DEFAULT_PORT) -> PodRecord:
         port=port,
         created=intern(str(meta.get("creationTimestamp", ""))),
         deleting=bool(meta.get("deletionTimestamp")),
-        devices=annotations.get(DEVICE_ANNOTATION),
+        devices=next((annotations[k] for k in DEVICE_ANNOTATIONS if k in annotations), None),
         wants_devices=wants_devices(spec),
         port_error=port_error,
         epoch_seen=annotations.get(EPOCH_ANNOTATION, ""),
         slots=slots,
         slots_error=slots_error,
+        rank_index=annotations.get(RANK_INDEX_ANNOTATION),
+        hardware=annotations.get(HARDWARE_TYPE_ANNOTATION),
+        super_pod_rank=annotations.get(SUPER_POD_RANK_ANNOTATION),
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NewType
 
+from model.ascend import AscendJob, ascend_job
 from model.keys import CONFIGMAP_PREFIX
 from ranktable.clusterspec import JobRef
 
@@ -59,7 +60,11 @@ class TaskSpec:
     ``per_job`` being the pods per Job (its parallelism). ``configmap`` is the
     ConfigMap the task's pod template mounts as the rings-config volume, if it
     mounts one; ``wants_devices`` says its pods must carry a device annotation
-    before they count.
+    before they count. The Ascend facts of its pod template (inputs of the
+    rank table version, see :mod:`model.ascend`): ``npu`` a container asks
+    for ``huawei.com/npu``; ``super_pod_selector`` its node selector names an
+    A3 super-pod accelerator type; ``chips`` the ``huawei.com/Ascend910``
+    count a container requests.
     """
 
     name: str
@@ -67,6 +72,9 @@ class TaskSpec:
     configmap: str | None = None
     wants_devices: bool = False
     per_job: int = 1
+    npu: bool = False
+    super_pod_selector: bool = False
+    chips: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +92,7 @@ class WorkloadRecord:
     ``owns_pods`` False: pods name an intermediate owner (a TrainJob's
     JobSet), so their owner uid is not compared with ``uid``. ``served``
     False: the workload is run for another one (a TrainJob's JobSet) and only
-    lends it its version.
+    lends it its version. ``ascend`` holds what its rank table depends on.
     """
 
     key: JobKey
@@ -101,6 +109,7 @@ class WorkloadRecord:
     runtime_ref: str | None = None
     owns_pods: bool = True
     served: bool = True
+    ascend: AscendJob = AscendJob()
 
     @property
     def expected(self) -> int:
@@ -155,6 +164,8 @@ class PodRecord:
     bad one can be reported on the workload. ``slots`` is the member's process
     count (:func:`model.template.member_slots`); ``port_error`` and
     ``slots_error`` say why a malformed rule keeps the pod from counting.
+    ``rank_index``, ``hardware`` and ``super_pod_rank`` are the raw Ascend
+    annotations (None when absent), see :mod:`model.ascend`.
     """
 
     namespace: str
@@ -180,6 +191,9 @@ class PodRecord:
     epoch_seen: str = ""
     slots: int = 1
     slots_error: str | None = None
+    rank_index: str | None = None
+    hardware: str | None = None
+    super_pod_rank: str | None = None
 
     @property
     def key(self) -> ObjectKey:
@@ -216,9 +230,11 @@ class ConfigMapRecord:
 
 def workload(raw: dict[str, Any], *, short: str, kind: str, api_version: str, **fields: Any) -> WorkloadRecord:
     """A WorkloadRecord for ``raw`` of ``kind``: identity from its metadata
-    (job key ``<short>/<namespace>/<name>``), the rest from ``fields``."""
+    (job key ``<short>/<namespace>/<name>``), its Ascend facts from the
+    metadata and ``fields["tasks"]``, the rest from ``fields``."""
     meta = raw.get("metadata") or {}
     namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+    fields.setdefault("ascend", ascend_job(meta, fields.get("tasks", ())))
     return WorkloadRecord(
         key=job_key(short, namespace, name),
         kind=kind,

@@ -9,15 +9,19 @@ from __future__ import annotations
 from typing import Any
 
 from model.keys import (
+    ACCELERATOR_TYPE_SELECTOR,
+    ASCEND910_RESOURCE,
     ASCEND_RUNTIMES,
     CONFIG_VOLUME_NAMES,
     DEFAULT_PORT,
+    NPU_RESOURCE,
     NPU_RESOURCE_PREFIX,
     PORT_ANNOTATION,
     PORT_ENV,
     PORT_NAMES,
     SLOTS_ANNOTATION,
     SLOTS_ENV,
+    SUPER_POD_ACCELERATORS,
 )
 from model.records import TaskSpec
 
@@ -25,15 +29,36 @@ Json = dict[str, Any]
 
 
 def task_spec(name: str, replicas: int, pod_spec: Json, *, runtime: str, per_job: int = 1) -> TaskSpec:
-    """A task whose pods come from ``pod_spec``: its ConfigMap volume and its
-    need for devices (an NPU request, or an Ascend runtime label)."""
+    """A task whose pods come from ``pod_spec``: its ConfigMap volume, its
+    need for devices (an NPU request, or an Ascend runtime label) and the
+    Ascend facts of its template (see :class:`~model.records.TaskSpec`)."""
+    selector = pod_spec.get("nodeSelector") or {}
     return TaskSpec(
         name=name,
         replicas=replicas,
         per_job=per_job,
         configmap=configmap_name(pod_spec),
         wants_devices=wants_devices(pod_spec) or runtime in ASCEND_RUNTIMES,
+        npu=any(k == NPU_RESOURCE for k, _ in _resources(pod_spec)),
+        super_pod_selector=isinstance(selector, dict)
+        and selector.get(ACCELERATOR_TYPE_SELECTOR) in SUPER_POD_ACCELERATORS,
+        chips=next((_count(v) for k, v in _resources(pod_spec) if k == ASCEND910_RESOURCE), 0),
     )
+
+
+def _resources(spec: Json) -> list[tuple[str, object]]:
+    """(name, quantity) of every container's requests, then limits."""
+    found: list[tuple[str, object]] = []
+    for container in _containers(spec):
+        resources = container.get("resources") or {}
+        for section in ("requests", "limits"):
+            found.extend((str(k), v) for k, v in (resources.get(section) or {}).items())
+    return found
+
+
+def _count(quantity: object) -> int:
+    text = str(quantity).strip()
+    return int(text) if text.isascii() and text.isdigit() else 0
 
 
 def _containers(spec: Json) -> list[Json]:
@@ -55,13 +80,9 @@ def configmap_name(spec: Json) -> str | None:
 
 
 def wants_devices(spec: Json) -> bool:
-    """True when a container requests or limits an Ascend NPU resource."""
-    for container in _containers(spec):
-        resources = container.get("resources") or {}
-        for section in ("limits", "requests"):
-            if any(str(k).startswith(NPU_RESOURCE_PREFIX) for k in (resources.get(section) or {})):
-                return True
-    return False
+    """True when a container requests or limits an Ascend NPU resource
+    (``huawei.com/Ascend*`` or ``huawei.com/npu``)."""
+    return any(k.startswith(NPU_RESOURCE_PREFIX) or k == NPU_RESOURCE for k, _ in _resources(spec))
 
 
 def parse_port(value: object) -> int:

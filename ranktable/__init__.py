@@ -10,9 +10,12 @@ every training container.
 
 * :mod:`ranktable.clusterspec`: ``cluster.json``, the spec everything else
   derives from (data types, canonical JSON, strict parser).
-* :mod:`ranktable.devices`: the Ascend device annotation, validated.
-* :mod:`ranktable.hccl` (:mod:`~ranktable.hccl_v1`, :mod:`~ranktable.hccl_v2`):
-  the HCCL rank table ``hccl.json`` in HCCL-Controller's layouts.
+* :mod:`ranktable.devices`: the Ascend device annotation, validated
+  (:mod:`ranktable.levels`: its per-device network levels).
+* :mod:`ranktable.hccl`: the HCCL rank table ``hccl.json`` in ascend-operator's
+  tables 1.0 and 1.2 (:mod:`~ranktable.hccl_table10`) and 2.0
+  (:mod:`~ranktable.hccl_table20`), and HCCL-Controller's layouts
+  (:mod:`~ranktable.hccl_v2`, :mod:`~ranktable.hccl_v1`).
 * :mod:`ranktable.tfconfig`, :mod:`ranktable.torchenv`, :mod:`ranktable.jaxenv`,
   :mod:`ranktable.paddleenv`, :mod:`ranktable.mindsporeenv`,
   :mod:`ranktable.hostfile`: each framework's variables (and the MPI

@@ -31,7 +31,10 @@ import ipaddress
 import json
 import re
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any, Final
+
+from ranktable.levels import DeviceLevel
 
 CLUSTER_FILE: Final = "cluster.json"
 HCCL_FILE: Final = "hccl.json"
@@ -49,6 +52,13 @@ DEFAULT_ROLE: Final = "worker"
 DEFAULT_SLOTS: Final = 1
 
 _CANONICAL_UINT = re.compile(r"0|[1-9][0-9]*")
+_SERVER_ID = re.compile(r"[\x21-\x7e]{1,253}")
+
+#: ``device_ip`` values a device plugin writes when it could not read the
+#: device's IP (``-1`` is the Ascend device plugin's own error value; the
+#: dotted dashes and the empty string were seen in users' reports). Such a
+#: device has no usable IP: tables that need one refuse it.
+PLACEHOLDER_DEVICE_IPS: Final = frozenset({"", "-1", "-.-.-.-"})
 
 
 class SpecError(ValueError):
@@ -79,10 +89,23 @@ class PodNotInSpec(SpecError):
 
 @dataclass(frozen=True, slots=True)
 class Device:
-    """One accelerator bound to a pod: its id on the host and its NIC IP."""
+    """One accelerator bound to a pod: its id on the host and its NIC IP.
+
+    ``device_ip`` may be one of :data:`PLACEHOLDER_DEVICE_IPS` (the plugin
+    had none; see :attr:`has_ip`). Rank-table-only fields, see
+    :class:`Member`: ``super_device_id`` the device's id within an A3 super
+    pod ("" unknown); ``levels`` its network levels (rank table 2.0).
+    """
 
     device_id: str
     device_ip: str
+    super_device_id: str = dataclass_field(default="", compare=False)
+    levels: tuple[DeviceLevel, ...] = dataclass_field(default=(), compare=False)
+
+    @property
+    def has_ip(self) -> bool:
+        """False when ``device_ip`` is a placeholder."""
+        return self.device_ip not in PLACEHOLDER_DEVICE_IPS
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +113,22 @@ class Member:
     """One pod of the job at its rank.
 
     ``host`` is the server id the HCCL rank table uses for the pod: the device
-    annotation's ``server_id`` when present, else the pod's hostIP; empty for
-    jobs without devices. ``slots`` is how many processes the pod runs (MPI
+    annotation's ``server_id`` when present (an IP from older device plugins,
+    the pod's uid from newer ones), else the pod's hostIP; empty for jobs
+    without devices. ``slots`` is how many processes the pod runs (MPI
     hostfile slots, torchrun's processes per node), at least 1.
+
+    Rank-table-only fields (empty when unknown): ``host_ip`` the node's IP
+    (the annotation's ``host_ip``, else the pod's hostIP); ``super_pod`` the
+    (logical) super pod of the server in rank table 1.2; ``hardware`` the
+    product model (``mind-cluster/hardware-type``); and the devices'
+    ``super_device_id`` and ``levels``. They go into ``hccl.json`` only, not
+    into ``cluster.json``, and take no part in comparisons (so a spec read
+    back from ``cluster.json`` equals the one written, and the epoch follows
+    membership and addresses as before). Both files share one ConfigMap of
+    1 MiB: written twice, these fields would cut the largest job that fits
+    (a 2.0 table's level lists alone are larger than the rest of the spec),
+    and NPU jobs' ``cluster.json`` keeps the bytes it had before they existed.
     """
 
     rank: int
@@ -107,6 +143,9 @@ class Member:
     host: str = ""
     devices: tuple[Device, ...] = ()
     slots: int = 1
+    host_ip: str = dataclass_field(default="", compare=False)
+    super_pod: str = dataclass_field(default="", compare=False)
+    hardware: str = dataclass_field(default="", compare=False)
 
     @property
     def address(self) -> str:
@@ -219,7 +258,13 @@ def _check_member(member: Member, where: str) -> None:
             raise SpecError(f"{where}.{field}: must not be empty")
     check_ip(member.ip, f"{where}.ip")
     if member.host:
-        check_ip(member.host, f"{where}.host")
+        check_server_id(member.host, f"{where}.host")
+    if member.host_ip:
+        check_ip(member.host_ip, f"{where}.host_ip")
+    if member.super_pod and uint_string(member.super_pod) is None:
+        raise SpecError(f"{where}.super_pod: {member.super_pod!r} is not a non-negative integer string")
+    if not isinstance(member.hardware, str):
+        raise SpecError(f"{where}.hardware: expected a string")
     if isinstance(member.port, bool) or not isinstance(member.port, int) or not 1 <= member.port <= 65535:
         raise SpecError(f"{where}.port: {member.port!r} is not a port number (1..65535)")
     if isinstance(member.slots, bool) or not isinstance(member.slots, int) or member.slots < 1:
@@ -229,13 +274,18 @@ def _check_member(member: Member, where: str) -> None:
     for d, device in enumerate(member.devices):
         dwhere = f"{where}.devices[{d}]"
         check_device_id(device.device_id, f"{dwhere}.id")
-        check_ip(device.device_ip, f"{dwhere}.ip")
+        if device.has_ip:
+            check_ip(device.device_ip, f"{dwhere}.ip")
+            if device.device_ip in ips:
+                raise SpecError(f"{dwhere}.ip: {device.device_ip!r} appears twice")
+            ips.add(device.device_ip)
+        elif not isinstance(device.device_ip, str):
+            raise SpecError(f"{dwhere}.ip: {device.device_ip!r} is not a string")
+        if device.super_device_id:
+            check_device_id(device.super_device_id, f"{dwhere}.super_device_id")
         if device.device_id in ids:
             raise SpecError(f"{dwhere}.id: {device.device_id!r} appears twice")
-        if device.device_ip in ips:
-            raise SpecError(f"{dwhere}.ip: {device.device_ip!r} appears twice")
         ids.add(device.device_id)
-        ips.add(device.device_ip)
 
 
 def _check_uint(value: object, where: str) -> None:
@@ -251,6 +301,16 @@ def check_ip(value: object, where: str) -> None:
         ipaddress.ip_address(value)
     except ValueError:
         raise SpecError(f"{where}: {value!r} is not an IP address") from None
+
+
+def check_server_id(value: object, where: str) -> None:
+    """Raise :class:`SpecError` unless ``value`` is a server id: 1-253 printable ASCII characters, no spaces.
+
+    An IP address (older device plugins, HCCL-Controller) or the pod's uid
+    (newer device plugins, Volcano's Ascend plugin): both are opaque ids to HCCL.
+    """
+    if not isinstance(value, str) or not _SERVER_ID.fullmatch(value):
+        raise SpecError(f"{where}: {value!r} is not a server id (1-253 printable characters, no spaces)")
 
 
 def uint_string(value: object) -> int | None:

@@ -1,20 +1,36 @@
 """The Ascend device annotation, parsed and validated.
 
-Once the Ascend device plugin has bound NPUs to a pod it writes the annotation
-``ascend.kubectl.kubernetes.io/ascend-910-configuration`` (the key itself lives
-in :mod:`model.keys`; this module only reads its value)::
+Once devices are bound to a pod, the Ascend device plugin (or Volcano's Ascend
+scheduler plugin) writes the annotation
+``ascend.kubectl.kubernetes.io/ascend-910-configuration`` or, for the
+``huawei.com/npu`` resource, ``...ascend-npu-configuration`` (the keys live in
+:mod:`model.keys`; this module only reads the value)::
 
-    {"pod_name": "0", "server_id": "192.168.0.10",
-     "devices": [{"device_id": "0", "device_ip": "192.168.100.100"},
-                 {"device_id": "1", "device_ip": "192.168.101.100"}]}
+    {"pod_name": "job-worker-0", "server_id": "5c1e...-pod-uid", "host_ip": "192.168.0.10",
+     "super_pod_id": 0, "rack_id": 0, "server_index": "0", "server_ip": "192.168.0.10",
+     "devices": [{"device_id": "0", "device_ip": "192.168.100.100", "super_device_id": "37748736"},
+                 {"device_id": "1", "device_ip": "192.168.101.100", "super_device_id": "37748737",
+                  "levelList": [...]}]}
+
+HCCL-Controller's generation wrote only ``pod_name``, ``server_id`` (then the
+node's IP) and ``devices[{device_id, device_ip}]``; both shapes are read.
 
 The value is written by another component and ends up, field for field, in
 the rank table HCCL uses to build its rings, so it is checked strictly here,
 once, where it enters the product: the rest of the code can trust a
 :class:`DeviceAnnotation`. Numbers are strings in this format (as in the rank
-table); a JSON number where a string belongs is a schema error, exactly as it
-is for HCCL-Controller's Go decoder. Unknown keys are ignored, so newer device
-plugins that add fields keep working.
+table) except ``super_pod_id``, which the plugins write as a JSON number; a
+JSON number where a string belongs is a schema error, exactly as it is for
+their Go decoders. Unknown keys (``rack_id``, ``server_index``, ...) are
+ignored, so newer device plugins that add fields keep working.
+
+What a rank table version needs is checked later, once the version is known
+(:func:`ranktable.hccl.device_problem`): a device whose IP is a placeholder
+(:data:`~ranktable.clusterspec.PLACEHOLDER_DEVICE_IPS`, what the device plugin
+writes when it cannot read the IP) is valid here, because tables 2.0 and 1.2
+within one super pod do not use the IP, and refused for the other tables. A
+``super_device_id`` that is not a non-negative integer (the plugin writes
+``"-2"`` when it does not know it) is kept as unknown ("").
 
 A rejected annotation raises :class:`InvalidDeviceAnnotation` whose ``reason``
 is a short fixed code, fit for a metric label, and whose message is meant for
@@ -27,10 +43,31 @@ import json
 from dataclasses import dataclass
 from typing import Final
 
-from ranktable.clusterspec import Device, SpecError, check_device_id, check_ip
+from ranktable.clusterspec import (
+    PLACEHOLDER_DEVICE_IPS,
+    Device,
+    SpecError,
+    check_device_id,
+    check_ip,
+    check_server_id,
+    uint_string,
+)
+from ranktable.levels import LevelError, parse_levels
 
-#: Every ``reason`` :class:`InvalidDeviceAnnotation` may carry.
-REASONS: Final = ("json", "schema", "device_id", "device_ip", "duplicate", "server_id", "empty")
+#: Every ``reason`` :class:`InvalidDeviceAnnotation` may carry (the last two
+#: come from :func:`ranktable.hccl.device_problem`, for a table version).
+REASONS: Final = (
+    "json",
+    "schema",
+    "device_id",
+    "device_ip",
+    "duplicate",
+    "server_id",
+    "host_ip",
+    "level_list",
+    "empty",
+    "super_device_id",
+)
 
 
 class InvalidDeviceAnnotation(ValueError):
@@ -46,10 +83,13 @@ class InvalidDeviceAnnotation(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class DeviceAnnotation:
-    """The validated annotation: ``server_id`` ("" when absent) and devices in annotation order."""
+    """The validated annotation: ``server_id`` and ``host_ip`` ("" when absent),
+    ``super_pod_id`` (None when absent or negative) and devices in annotation order."""
 
     server_id: str
     devices: tuple[Device, ...]
+    host_ip: str = ""
+    super_pod_id: int | None = None
 
 
 def parse_device_annotation(text: str) -> DeviceAnnotation:
@@ -57,9 +97,12 @@ def parse_device_annotation(text: str) -> DeviceAnnotation:
 
     Checks: valid JSON object; ``devices`` a non-empty list of objects with
     string ``device_id`` (canonical non-negative integer, e.g. ``"0"``) and
-    string ``device_ip`` (an IP address); no device id or device IP twice;
-    ``server_id``, when present, an IP address; ``pod_name``, when present, a
-    string. Raises :class:`InvalidDeviceAnnotation` on the first violation.
+    string ``device_ip`` (an IP address or a placeholder); optional string
+    ``super_device_id`` and well-formed ``levelList``; no device id or device
+    IP twice; ``server_id``, when present, a server id (an IP or a uid);
+    ``host_ip``, when present, an IP address; ``super_pod_id``, when present,
+    an integer; ``pod_name``, when present, a string. Raises
+    :class:`InvalidDeviceAnnotation` on the first violation.
     """
     try:
         raw = json.loads(text)
@@ -75,9 +118,20 @@ def parse_device_annotation(text: str) -> DeviceAnnotation:
         raise InvalidDeviceAnnotation("schema", "device annotation: server_id must be a string")
     if server_id:
         try:
-            check_ip(server_id, "server_id")
+            check_server_id(server_id, "server_id")
         except SpecError as err:
             raise InvalidDeviceAnnotation("server_id", f"device annotation: {err}") from None
+    host_ip = raw.get("host_ip", "")
+    if not isinstance(host_ip, str):
+        raise InvalidDeviceAnnotation("schema", "device annotation: host_ip must be a string")
+    if host_ip:
+        try:
+            check_ip(host_ip, "host_ip")
+        except SpecError as err:
+            raise InvalidDeviceAnnotation("host_ip", f"device annotation: {err}") from None
+    super_pod_id = raw.get("super_pod_id")
+    if super_pod_id is not None and (isinstance(super_pod_id, bool) or not isinstance(super_pod_id, int)):
+        raise InvalidDeviceAnnotation("schema", "device annotation: super_pod_id must be an integer")
     devices_raw = raw.get("devices")
     if devices_raw is None:
         raise InvalidDeviceAnnotation("schema", "device annotation: devices is missing")
@@ -102,15 +156,35 @@ def parse_device_annotation(text: str) -> DeviceAnnotation:
             check_device_id(device_id, f"{where}.device_id")
         except SpecError as err:
             raise InvalidDeviceAnnotation("device_id", f"device annotation: {err}") from None
-        try:
-            check_ip(device_ip, f"{where}.device_ip")
-        except SpecError as err:
-            raise InvalidDeviceAnnotation("device_ip", f"device annotation: {err}") from None
+        if device_ip not in PLACEHOLDER_DEVICE_IPS:
+            try:
+                check_ip(device_ip, f"{where}.device_ip")
+            except SpecError as err:
+                raise InvalidDeviceAnnotation("device_ip", f"device annotation: {err}") from None
+            if device_ip in ips:
+                raise InvalidDeviceAnnotation("duplicate", f"device annotation: device_ip {device_ip!r} appears twice")
+            ips.add(device_ip)
         if device_id in ids:
             raise InvalidDeviceAnnotation("duplicate", f"device annotation: device_id {device_id!r} appears twice")
-        if device_ip in ips:
-            raise InvalidDeviceAnnotation("duplicate", f"device annotation: device_ip {device_ip!r} appears twice")
         ids.add(device_id)
-        ips.add(device_ip)
-        devices.append(Device(device_id=device_id, device_ip=device_ip))
-    return DeviceAnnotation(server_id=server_id, devices=tuple(devices))
+        super_device_id = item.get("super_device_id", "")
+        if not isinstance(super_device_id, str):
+            raise InvalidDeviceAnnotation("schema", f"device annotation: {where}.super_device_id must be a string")
+        try:
+            levels = parse_levels(item.get("levelList"), f"{where}.levelList")
+        except LevelError as err:
+            raise InvalidDeviceAnnotation("level_list", f"device annotation: {err}") from None
+        devices.append(
+            Device(
+                device_id=device_id,
+                device_ip=device_ip,
+                super_device_id=super_device_id if uint_string(super_device_id) is not None else "",
+                levels=levels,
+            )
+        )
+    return DeviceAnnotation(
+        server_id=server_id,
+        devices=tuple(devices),
+        host_ip=host_ip,
+        super_pod_id=super_pod_id if super_pod_id is not None and super_pod_id >= 0 else None,
+    )

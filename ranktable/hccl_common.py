@@ -1,10 +1,11 @@
-"""Checks shared by the two rank table layouts (:mod:`ranktable.hccl_v1`, :mod:`ranktable.hccl_v2`)."""
+"""Checks shared by the rank table layouts (:mod:`ranktable.hccl_v1`, :mod:`ranktable.hccl_v2`, the tables 1.0, 1.2, 2.0)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ranktable.clusterspec import (
+    PLACEHOLDER_DEVICE_IPS,
     STATUS_COMPLETED,
     ClusterSpec,
     Member,
@@ -64,9 +65,16 @@ def string(parent: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
-def device(raw: object, where: str) -> dict[str, Any]:
-    """Validate one ``{"device_id", "device_ip", ...}`` entry."""
+def device(raw: object, where: str, *, placeholder_ip: bool = False) -> dict[str, Any]:
+    """Validate one ``{"device_id", "device_ip", ...}`` entry.
+
+    ``placeholder_ip``: the table may hold a device without a usable IP
+    (table 1.2 within one super pod), so a placeholder ``device_ip`` passes.
+    """
     entry = obj(raw, where)
     check_device_id(entry.get("device_id"), f"hccl.json {where}.device_id")
-    check_ip(entry.get("device_ip"), f"hccl.json {where}.device_ip")
+    if not (placeholder_ip and entry.get("device_ip") in PLACEHOLDER_DEVICE_IPS):
+        check_ip(entry.get("device_ip"), f"hccl.json {where}.device_ip")
+    if "super_device_id" in entry:
+        check_device_id(entry.get("super_device_id"), f"hccl.json {where}.super_device_id")
     return entry

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from ranktable import hccl_common
-from ranktable.clusterspec import STATUS_COMPLETED, ClusterSpec, SpecError, check_ip
+from ranktable.clusterspec import STATUS_COMPLETED, ClusterSpec, SpecError, check_server_id
 
 
 def render(spec: ClusterSpec) -> dict[str, Any]:
@@ -74,7 +74,7 @@ def validate(table: dict[str, Any]) -> None:
             iwhere = f"{where}.instance_list[{i}]"
             instance = hccl_common.obj(raw_instance, iwhere)
             hccl_common.string(instance, "pod_name", iwhere + ".")
-            check_ip(hccl_common.string(instance, "server_id", iwhere + "."), f"hccl.json {iwhere}.server_id")
+            check_server_id(hccl_common.string(instance, "server_id", iwhere + "."), f"hccl.json {iwhere}.server_id")
             listed = hccl_common.items(instance, "devices", iwhere + ".")
             if completed and not listed:
                 raise SpecError(f"hccl.json {iwhere}.devices: empty in a completed table")

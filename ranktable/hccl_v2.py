@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from ranktable import hccl_common
-from ranktable.clusterspec import STATUS_COMPLETED, ClusterSpec, SpecError, check_ip
+from ranktable.clusterspec import STATUS_COMPLETED, ClusterSpec, SpecError, check_ip, check_server_id
 
 #: The value of the table's ``version`` key for this layout.
 TABLE_VERSION: Final = "1.0"
@@ -48,12 +48,22 @@ def render(spec: ClusterSpec) -> dict[str, Any]:
     }
 
 
-def validate(table: dict[str, Any]) -> None:
-    """Raise :class:`SpecError` unless ``table`` is a well-formed v2 table."""
+def validate(table: dict[str, Any], *, placeholder_ip: bool = False) -> None:
+    """Raise :class:`SpecError` unless ``table`` is a well-formed ``server_list`` table.
+
+    That is this layout and ascend-operator's 1.0 and 1.2 (:mod:`ranktable.hccl_table10`):
+    their extra server fields (``host_ip``, ``container_ip``,
+    ``hardware_type``) and ``super_device_id`` are checked when present.
+    ``server_count`` may be absent from a table that lists no server (as
+    ascend-operator writes an initializing table). ``placeholder_ip``: see
+    :func:`ranktable.hccl_common.device`.
+    """
     version = table.get("version")
     if not isinstance(version, str) or not version:
         raise SpecError('hccl.json version: expected a non-empty string such as "1.0"')
     servers = hccl_common.items(table, "server_list", "")
+    if "server_count" not in table and not servers:
+        return
     declared = hccl_common.count(table.get("server_count"), "server_count")
     if declared != len(servers):
         raise SpecError(f"hccl.json server_count: {declared} but server_list holds {len(servers)}")
@@ -62,12 +72,19 @@ def validate(table: dict[str, Any]) -> None:
     for s, raw in enumerate(servers):
         where = f"server_list[{s}]"
         server = hccl_common.obj(raw, where)
-        check_ip(hccl_common.string(server, "server_id", where + "."), f"hccl.json {where}.server_id")
+        check_server_id(hccl_common.string(server, "server_id", where + "."), f"hccl.json {where}.server_id")
+        for key in ("host_ip", "container_ip"):
+            if server.get(key):
+                check_ip(server[key], f"hccl.json {where}.{key}")
+            elif key in server:
+                hccl_common.string(server, key, where + ".")
+        if "hardware_type" in server:
+            hccl_common.string(server, "hardware_type", where + ".")
         devices = hccl_common.items(server, "device", where + ".")
         if completed and not devices:
             raise SpecError(f"hccl.json {where}.device: empty in a completed table")
         for d, device in enumerate(devices):
-            entry = hccl_common.device(device, f"{where}.device[{d}]")
+            entry = hccl_common.device(device, f"{where}.device[{d}]", placeholder_ip=placeholder_ip)
             rank_ids.append(hccl_common.count(entry.get("rank_id"), f"{where}.device[{d}].rank_id"))
     if len(set(rank_ids)) != len(rank_ids):
         raise SpecError("hccl.json: a rank_id appears twice")

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from model.keys import DEFAULT_LABEL_KEY, DEFAULT_PORT
+from ranktable.hccl import CHOICES, DEFAULT_CHOICE
 
 VERSION = "0.1.0"
 
@@ -85,7 +86,13 @@ def parser() -> argparse.ArgumentParser:
         help="jobs synced concurrently (cheap asyncio tasks; more keep a burst of completions from queueing behind each other's writes)",
     )
     p.add_argument(
-        "--ranktable-version", choices=("v1", "v2"), default="v2", help="HCCL rank table format of hccl.json"
+        "--ranktable-version",
+        choices=CHOICES,
+        default=DEFAULT_CHOICE,
+        help=(
+            "layout of hccl.json: auto picks 1.0, 1.2 (A3 super pods) or 2.0 (huawei.com/npu) per job as "
+            "ascend-operator does; 1.0, 1.2, 2.0 force one of ascend-operator's tables; v1, v2 HCCL-Controller's"
+        ),
     )
     p.add_argument(
         "--touch-pods",

@@ -206,3 +206,59 @@ def test_controller_killed_midway_and_restarted_rebuilds_without_spurious_epoch(
     )
     assert read_configmap(k8s, namespace, "rings-config-crash").metadata.resource_version == rv
     assert read_spec(k8s, namespace, "rings-config-crash") == spec
+
+
+def _npu_template(resource: str) -> dict[str, Any]:
+    template = pod_template(runtime="ascend-910", npus=2)
+    template["spec"]["containers"][0]["resources"] = {"limits": {resource: "2"}, "requests": {resource: "2"}}
+    return template
+
+
+def test_ascend_operator_tables_through_the_real_api(k8s: Any, namespace: str, controller: ControllerProcess) -> None:
+    # 2.0: the huawei.com/npu resource, the newer annotation key, Volcano's hccl/rankIndex reversing the ranks.
+    npu = create_volcano_job(
+        k8s, namespace, volcano_job("a5", tasks=[("worker", 2)], template=_npu_template("huawei.com/npu"))
+    )
+    levels = [{"level": 0, "info": {"UB": {"net_layer": 0, "net_instance_id": "sp-0", "net_type": "TOPO_FILE_DESC"}}}]
+    for i in range(2):
+        value = {
+            "pod_name": f"a5-worker-{i}",
+            "server_id": f"uid-{i}",
+            "host_ip": f"10.0.0.{i + 1}",
+            "devices": [{"device_id": str(d), "device_ip": "-1", "levelList": levels} for d in range(2)],
+        }
+        annotations = {
+            "ascend.kubectl.kubernetes.io/ascend-npu-configuration": json.dumps(value),
+            "hccl/rankIndex": str(1 - i),
+        }
+        create_pods(k8s, npu, [("worker", i)], annotations=annotations)
+    spec = wait_spec(k8s, namespace, "rings-config-a5")
+    assert [m["pod"] for m in spec["members"]] == ["a5-worker-1", "a5-worker-0"]
+    table = json.loads(read_configmap(k8s, namespace, "rings-config-a5").data["hccl.json"])
+    assert (table["version"], table["rank_count"]) == ("2.0", 4)
+    assert [e["net_instance_id"] for r in table["rank_list"] for e in r["level_list"]] == ["sp-0"] * 4
+
+    # 1.2: sp-block on the job (two 2-chip servers per logical super pod).
+    raw = volcano_job("a3", tasks=[("worker", 2)], template=_npu_template("huawei.com/Ascend910"))
+    raw["metadata"]["annotations"] = {"sp-block": "4"}
+    a3 = create_volcano_job(k8s, namespace, raw)
+    for i in range(2):
+        value = {
+            "server_id": f"uid-{i}",
+            "host_ip": f"10.0.0.{i + 1}",
+            "super_pod_id": 0,
+            "devices": [
+                {"device_id": str(d), "device_ip": f"192.168.{d}.{i + 1}", "super_device_id": str(8 * i + d)}
+                for d in range(2)
+            ],
+        }
+        create_pods(k8s, a3, [("worker", i)], devices=value)
+    wait_spec(k8s, namespace, "rings-config-a3")
+    table = json.loads(read_configmap(k8s, namespace, "rings-config-a3").data["hccl.json"])
+    assert table["version"] == "1.2"
+    assert table["super_pod_list"] == [
+        {"super_pod_id": "0", "server_list": [{"server_id": "uid-0"}, {"server_id": "uid-1"}]}
+    ]
+    assert [s["container_ip"] for s in table["server_list"]] == [
+        m["ip"] for m in wait_spec(k8s, namespace, "rings-config-a3")["members"]
+    ]

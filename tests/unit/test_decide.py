@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from agent.decide import decide
+from agent.worker import _event_reason
+from model.keys import CONFIGMAP_DATA_LIMIT
 from model.pod import pod_record
 from model.records import PodRecord, WorkloadRecord
 from model.volcano import workload_record
@@ -253,3 +255,391 @@ def test_cpu_task_beside_npu_tasks_needs_no_devices_and_stays_out_of_the_table()
     table = json.loads(d.data["hccl.json"])
     assert [s["server_id"] for s in table["server_list"]] == ["10.0.0.1", "10.0.0.2"]
     assert [dev["rank_id"] for s in table["server_list"] for dev in s["device"]] == ["0", "1"]
+
+
+# Ascend jobs: rank table version, annotations of the current plugins, rank index, super pods --------
+
+NPU_KEY = "ascend.kubectl.kubernetes.io/ascend-npu-configuration"
+
+
+def npu_template(resource: str = "huawei.com/Ascend910", npus: int = 2, selector: dict[str, str] | None = None) -> Any:
+    template = pod_template(runtime="ascend-910", npus=npus)
+    resources = template["spec"]["containers"][0]["resources"]
+    for section in ("limits", "requests"):
+        resources[section] = {resource: str(npus)}
+    if selector:
+        template["spec"]["nodeSelector"] = selector
+    return template
+
+
+def _ascend_job(
+    n: int,
+    *,
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    **kw: Any,
+) -> tuple[dict[str, Any], WorkloadRecord]:
+    raw = volcano_job("j", tasks=[("worker", n)], uid="job-uid", template=npu_template(**kw))
+    raw["metadata"].setdefault("annotations", {}).update(annotations or {})
+    raw["metadata"]["labels"].update(labels or {})
+    return raw, workload_record(raw, label_key=LABEL)
+
+
+def current_annotation(i: int, *, devices: int = 2, super_pod: int = 0, ip: str | None = None, **extra: Any) -> str:
+    """The device annotation of the current device plugin for pod ``i``: server id = pod uid."""
+    return json.dumps(
+        {
+            "pod_name": f"j-worker-{i}",
+            "server_id": f"uid-{i}",
+            "host_ip": f"10.0.{i // 250}.{i % 250 + 1}",
+            "super_pod_id": super_pod,
+            "rack_id": 0,
+            "server_index": str(i),
+            "server_ip": f"10.0.{i // 250}.{i % 250 + 1}",
+            "devices": [
+                {
+                    "device_id": str(d),
+                    "device_ip": ip if ip is not None else f"192.168.{d}.{i + 1}",
+                    "super_device_id": str(37748736 + 16 * i + d),
+                    **extra,
+                }
+                for d in range(devices)
+            ],
+        }
+    )
+
+
+def _ascend_pods(
+    raw: dict[str, Any],
+    n: int,
+    *,
+    key: str = "ascend.kubectl.kubernetes.io/ascend-910-configuration",
+    text: Any = current_annotation,
+    extra: Any = None,
+) -> list[PodRecord]:
+    pods = []
+    for i in range(n):
+        annotations = {key: text(i)}
+        annotations.update(extra(i) if extra else {})
+        pods.append(
+            pod_record(
+                volcano_pod(
+                    raw,
+                    task="worker",
+                    index=i,
+                    uid=f"pod-{i}",
+                    ip=f"127.1.{i // 250}.{i % 250 + 1}",
+                    host_ip=f"10.0.{i // 250}.{i % 250 + 1}",
+                    phase="Running",
+                    annotations=annotations,
+                )
+            )
+        )
+    return pods
+
+
+def _table(d: Any) -> dict[str, Any]:
+    assert d.spec.status == "completed" and d.data is not None, d.problems
+    table: dict[str, Any] = json.loads(d.data["hccl.json"])
+    return table
+
+
+@pytest.mark.parametrize(
+    ("annotations", "kw", "version"),
+    [
+        pytest.param({}, {}, "1.0", id="plain-910"),
+        pytest.param({}, {"resource": "huawei.com/npu"}, "2.0", id="npu-resource"),
+        pytest.param({"sp-block": "16"}, {}, "1.2", id="sp-block"),
+        pytest.param({"huawei.com/schedule_policy": "chip2-node16-sp"}, {}, "1.2", id="policy-a3x16"),
+        pytest.param({"huawei.com/schedule_policy": "chip2-node8-sp"}, {}, "1.2", id="policy-a3x8"),
+        pytest.param({"huawei.com/schedule_policy": "multilevel"}, {}, "1.2", id="policy-multilevel"),
+        pytest.param(
+            {"huawei.com/schedule_policy": "multilevel"}, {"resource": "huawei.com/npu"}, "2.0", id="multilevel-npu"
+        ),
+        pytest.param(
+            {"huawei.com/schedule_policy": "chip4-node8", "sp-block": "16"}, {}, "1.0", id="other-policy-wins"
+        ),
+        pytest.param(
+            {}, {"selector": {"accelerator-type": "module-a3-16-super-pod"}}, "1.2", id="selector-a3x16-super-pod"
+        ),
+        pytest.param({}, {"selector": {"accelerator-type": "module-a3-8-super-pod"}}, "1.2", id="selector-a3x8"),
+        pytest.param({}, {"selector": {"accelerator-type": "module"}}, "1.0", id="selector-other"),
+    ],
+)
+def test_version_is_chosen_as_ascend_operator_does(annotations: dict[str, str], kw: Any, version: str) -> None:
+    raw, wl = _ascend_job(2, annotations=annotations, **kw)
+    assert wl.wants_devices and wl.ascend.table == version
+    key = NPU_KEY if kw.get("resource") == "huawei.com/npu" else "ascend.kubectl.kubernetes.io/ascend-910-configuration"
+    table = _table(decide(wl, _ascend_pods(raw, 2, key=key), previous=None))
+    assert table["version"] == version
+
+
+@pytest.mark.parametrize("forced", ["1.0", "1.2", "2.0", "v2", "v1"])
+def test_the_flag_forces_a_version(forced: str) -> None:
+    raw, wl = _ascend_job(2, resource="huawei.com/npu")  # auto would say 2.0
+    table = _table(decide(wl, _ascend_pods(raw, 2, key=NPU_KEY), previous=None, hccl_version=forced))
+    assert table.get("version", "v1") == {"v2": "1.0", "v1": "v1"}.get(forced, forced)
+
+
+def test_1_0_carries_host_ip_container_ip_and_hardware_type() -> None:
+    raw, wl = _ascend_job(2)
+    pods = _ascend_pods(raw, 2, extra=lambda i: {"mind-cluster/hardware-type": "800I-A2-32G"})
+    table = _table(decide(wl, pods, previous=None))
+    assert [(s["server_id"], s["host_ip"], s["container_ip"], s["hardware_type"]) for s in table["server_list"]] == [
+        ("uid-0", "10.0.0.1", "127.1.0.1", "800I-A2-32G"),
+        ("uid-1", "10.0.0.2", "127.1.0.2", "800I-A2-32G"),
+    ]
+    d = decide(wl, pods, previous=None)
+    assert spec_from_json(d.data["cluster.json"] if d.data else "") == d.spec
+
+
+def test_huawei_npu_pods_with_the_newer_annotation_key_get_table_2_0_with_level_lists() -> None:
+    levels = [
+        {"level": 0, "info": {"UB": {"net_layer": 0, "net_instance_id": "sp-0", "net_type": "TOPO_FILE_DESC"}}},
+        {"level": 3, "info": {"ROCE": {"net_layer": 3, "net_instance_id": "clos-1", "net_type": "CLOS"}}},
+    ]
+    raw, wl = _ascend_job(2, resource="huawei.com/npu")
+    pods = _ascend_pods(raw, 2, key=NPU_KEY, text=lambda i: current_annotation(i, ip="-1", levelList=levels))
+    table = _table(decide(wl, pods, previous=None))  # placeholder IPs: 2.0 does not use them
+    assert table["rank_count"] == 4
+    assert [(r["rank_id"], r["device_id"]) for r in table["rank_list"]] == [(0, 0), (1, 1), (2, 0), (3, 1)]
+    assert [e["net_instance_id"] for e in table["rank_list"][0]["level_list"]] == ["sp-0", "clos-1"]
+
+
+def test_invalid_scale_out_label_blocks_a_2_0_job() -> None:
+    raw, wl = _ascend_job(1, resource="huawei.com/npu", labels={"scaleout-type": "infiniband"})
+    d = decide(wl, _ascend_pods(raw, 1, key=NPU_KEY), previous=None)
+    assert d.data is None and [p.reason for p in d.problems] == ["invalid_workload"]
+    assert "scaleout-type" in d.problems[0].message
+
+
+def test_scale_out_label_picks_level_2() -> None:
+    levels = [{"level": 2, "info": {"UBOE": {"net_layer": 2, "net_instance_id": "uboe"}}}]
+    raw, wl = _ascend_job(1, resource="huawei.com/npu", labels={"scaleout-type": "uboe"})
+    pods = _ascend_pods(raw, 1, key=NPU_KEY, text=lambda i: current_annotation(i, levelList=levels))
+    table = _table(decide(wl, pods, previous=None))
+    assert [e["net_instance_id"] for e in table["rank_list"][0]["level_list"]] == ["uboe"]
+
+
+@pytest.mark.parametrize("placeholder", ["-.-.-.-", "-1"], ids=["dotted-dashes", "plugin-error-code"])
+def test_placeholder_device_ip_is_an_invalid_annotation_for_table_1_0(placeholder: str) -> None:
+    raw, wl = _ascend_job(2)
+    pods = _ascend_pods(raw, 2, text=lambda i: current_annotation(i, ip=placeholder if i == 1 else None))
+    d = decide(wl, pods, previous=None)
+    assert d.spec.status == "initializing"
+    assert [p.reason for p in d.problems] == ["device_device_ip"]
+    assert "pod j-worker-1" in d.problems[0].message and repr(placeholder) in d.problems[0].message
+
+
+def test_two_node_super_pod_job() -> None:
+    # An A3 job on two nodes of one super pod (sp-block: 16 chips = two 8-chip nodes per logical super pod).
+    raw, wl = _ascend_job(2, annotations={"sp-block": "16"}, npus=8)
+    pods = _ascend_pods(raw, 2, text=lambda i: current_annotation(i, devices=8, super_pod=7, ip="-1"))
+    d = decide(wl, pods, previous=None)
+    table = _table(d)
+    assert table["version"] == "1.2" and table["server_count"] == "2"
+    assert table["super_pod_list"] == [
+        {"super_pod_id": "0", "server_list": [{"server_id": "uid-0"}, {"server_id": "uid-1"}]}
+    ]
+    assert table["server_list"][1]["device"][0] == {
+        "device_id": "0",
+        "device_ip": "-1",  # one super pod: the IP is not needed (ascend-operator's rule)
+        "super_device_id": "37748752",
+        "rank_id": "8",
+    }
+    assert [m.super_pod for m in d.spec.members] == ["0", "0"]
+
+
+def test_sp_block_splits_servers_into_logical_super_pods() -> None:
+    # ascend-operator's own case: sp-block 2 with 2-device servers is one server per logical super pod.
+    raw, wl = _ascend_job(2, annotations={"sp-block": "2"})
+    table = _table(decide(wl, _ascend_pods(raw, 2), previous=None))
+    assert [(p["super_pod_id"], p["server_list"]) for p in table["super_pod_list"]] == [
+        ("0", [{"server_id": "uid-0"}]),
+        ("1", [{"server_id": "uid-1"}]),
+    ]
+
+
+def test_without_sp_block_the_physical_super_pods_group_the_servers() -> None:
+    raw, wl = _ascend_job(2, selector={"accelerator-type": "module-a3-16-super-pod"})
+    pods = _ascend_pods(raw, 2, text=lambda i: current_annotation(i, super_pod=4 - i))
+    table = _table(decide(wl, pods, previous=None))
+    assert [(p["super_pod_id"], p["server_list"]) for p in table["super_pod_list"]] == [
+        ("3", [{"server_id": "uid-1"}]),
+        ("4", [{"server_id": "uid-0"}]),
+    ]
+
+
+def test_across_super_pods_a_placeholder_ip_does_not_count() -> None:
+    raw, wl = _ascend_job(2, annotations={"sp-block": "2"})
+    pods = _ascend_pods(raw, 2, text=lambda i: current_annotation(i, ip="-1"))
+    d = decide(wl, pods, previous=None)
+    assert d.spec.status == "initializing"
+    assert {p.reason for p in d.problems} == {"device_device_ip"}
+    assert "spans 2 super pods" in d.problems[0].message
+
+
+def test_1_2_needs_super_device_ids() -> None:
+    raw, wl = _ascend_job(1, annotations={"sp-block": "16"})
+    pods = _ascend_pods(raw, 1, text=lambda i: current_annotation(i).replace('"37748736"', '"-2"'))
+    d = decide(wl, pods, previous=None)
+    assert d.spec.status == "initializing" and [p.reason for p in d.problems] == ["device_super_device_id"]
+
+
+def test_soft_strategy_takes_super_pods_from_super_pod_rank() -> None:
+    raw, wl = _ascend_job(2, annotations={"sp-block": "16"}, labels={"super-pod-affinity": "soft"})
+    pods = _ascend_pods(raw, 2, extra=lambda i: {"super-pod-rank": str(1 - i)})
+    table = _table(decide(wl, pods, previous=None))
+    assert [(p["super_pod_id"], p["server_list"]) for p in table["super_pod_list"]] == [
+        ("0", [{"server_id": "uid-1"}]),
+        ("1", [{"server_id": "uid-0"}]),
+    ]
+    bad = _ascend_pods(raw, 2, extra=lambda i: {"super-pod-rank": "x"} if i else {"super-pod-rank": "0"})
+    d = decide(wl, bad, previous=None)
+    assert d.spec.status == "initializing" and [p.reason for p in d.problems] == ["invalid_super_pod"]
+
+
+def test_volcano_rank_index_is_the_rank() -> None:
+    raw, wl = _ascend_job(3)
+    pods = _ascend_pods(raw, 3, extra=lambda i: {"hccl/rankIndex": str(2 - i)})
+    d = decide(wl, pods, previous=None)
+    assert [(m.rank, m.pod) for m in d.spec.members] == [(0, "j-worker-2"), (1, "j-worker-1"), (2, "j-worker-0")]
+    table = _table(d)
+    assert [s["server_id"] for s in table["server_list"]] == ["uid-2", "uid-1", "uid-0"]
+    assert [dev["rank_id"] for s in table["server_list"] for dev in s["device"]] == ["0", "1", "2", "3", "4", "5"]
+    assert d.data is not None and spec_from_json(d.data["cluster.json"]) == d.spec
+    assert not d.problems
+
+
+def test_rank_index_moves_npu_members_only() -> None:
+    raw = volcano_job(
+        "mix",
+        tasks=[("scheduler", 1), ("worker", 2)],
+        uid="job-uid",
+        templates={"scheduler": pod_template(), "worker": npu_template()},
+    )
+    wl = workload_record(raw, label_key=LABEL)
+    pods = [pod_record(volcano_pod(raw, task="scheduler", index=0, ip="127.1.0.9", phase="Running"))]
+    for i in range(2):
+        annotations = {"ascend.kubectl.kubernetes.io/ascend-910-configuration": current_annotation(i)}
+        annotations["hccl/rankIndex"] = str(1 - i)
+        pods.append(
+            pod_record(
+                volcano_pod(
+                    raw, task="worker", index=i, ip=f"127.1.0.{i + 1}", phase="Running", annotations=annotations
+                )
+            )
+        )
+    d = decide(wl, pods, previous=None)
+    assert [(m.rank, m.pod) for m in d.spec.members] == [
+        (0, "mix-scheduler-0"),
+        (1, "mix-worker-1"),
+        (2, "mix-worker-0"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("indices", "fragment"),
+    [
+        pytest.param(["0", "0", "1"], "hccl/rankIndex 0 is given to more than one pod", id="duplicate"),
+        pytest.param(["0", "1", "3"], "not 0..2 (gaps)", id="gap"),
+        pytest.param(["0", None, "1"], "1 of 3 NPU pods carry no hccl/rankIndex", id="partial"),
+        pytest.param(["0", "one", "2"], "'one' is not a non-negative integer", id="not-a-number"),
+    ],
+)
+def test_unusable_rank_index_is_a_warning_and_the_spec_order_stays(indices: list[str | None], fragment: str) -> None:
+    raw, wl = _ascend_job(3)
+    pods = _ascend_pods(raw, 3, extra=lambda i: {} if indices[i] is None else {"hccl/rankIndex": indices[i]})
+    d = decide(wl, pods, previous=None)
+    assert d.spec.status == "completed"
+    assert [m.pod for m in d.spec.members] == ["j-worker-0", "j-worker-1", "j-worker-2"]
+    assert [p.reason for p in d.problems] == ["invalid_rank_index"]
+    assert fragment in d.problems[0].message
+
+
+# The 1 MiB ConfigMap limit at 1,024 servers x 8 devices, per version ----------------------------------
+
+# A device's levelList as the A5 device plugin reports it (shape of ascend-operator's fixture, with
+# EID addresses of 32 hex digits): UB on levels 0 and 1, UBOE on 2, RoCE on 3.
+A5_LEVELS = [
+    {
+        "level": level,
+        "info": {
+            kind: {
+                "net_layer": level,
+                "net_instance_id": f"superpod-{level}",
+                "net_type": "TOPO_FILE_DESC" if level < 2 else "CLOS",
+                "net_attr": "",
+                "rank_addr_list": [
+                    {"addr_type": addr_type, "addr": addr, "ports": [f"0/{level}"], "plane_id": str(level)}
+                ],
+            }
+        },
+    }
+    for level, kind, addr_type, addr in [
+        (0, "UB", "EID", "0" * 32),
+        (1, "UB", "EID", "1" * 32),
+        (2, "UBOE", "IP", "192.168.200.1"),
+        (3, "ROCE", "IP", "192.168.201.1"),
+    ]
+]
+
+
+SIZE_CASES = [
+    # (version, server ids, fits): server ids are the node's IP (HCCL-Controller's generation of the
+    # device plugin) or the pod's uid (the current one); both with super_device_id and host_ip.
+    ("v1", "node-ip", True),
+    ("v2", "node-ip", True),
+    ("1.0", "node-ip", True),
+    ("1.2", "node-ip", False),
+    ("2.0", "node-ip", False),
+    ("v1", "pod-uid", True),
+    ("v2", "pod-uid", True),
+    ("1.0", "pod-uid", False),
+    ("1.2", "pod-uid", False),
+    ("2.0", "pod-uid", False),
+]
+
+
+@pytest.mark.parametrize(("version", "server_ids", "fits"), SIZE_CASES, ids=[f"{v}-{k}" for v, k, _ in SIZE_CASES])
+def test_size_limit_at_1024_servers_by_8_devices(version: str, server_ids: str, fits: bool) -> None:
+    n = 1024
+    raw, wl = _ascend_job(n, npus=8, annotations={"sp-block": "16"})
+
+    def text(i: int) -> str:
+        value = json.loads(current_annotation(i, devices=8, super_pod=i // 16))
+        value["server_id"] = value["host_ip"] if server_ids == "node-ip" else f"5c1e6a0e-7b7c-4d0e-9b1e-0c6f7a1d{i:04d}"
+        for d in value["devices"]:
+            d["device_ip"] = f"192.{168 + i // 256}.{i % 256}.{int(d['device_id']) + 1}"
+            if version == "2.0":
+                d["levelList"] = A5_LEVELS
+        return json.dumps(value)
+
+    pods = _ascend_pods(raw, n, text=text)
+    d = decide(wl, pods, previous=None, hccl_version=version)
+    assert d.spec.status == "completed", d.problems[:1]
+    unlimited = decide(wl, pods, previous=None, hccl_version=version, size_limit=1 << 30)
+    assert unlimited.data is not None
+    total = sum(len(v.encode()) for v in unlimited.data.values())
+    print(
+        f"FIGURE rank table {version} ({server_ids} server ids) at 1024x8: {total} bytes of {CONFIGMAP_DATA_LIMIT}; "
+        f"about {CONFIGMAP_DATA_LIMIT * n // total} servers x 8 fit"
+    )
+    if fits:
+        assert d.data == unlimited.data and not d.problems
+    else:
+        assert d.data is None and [p.reason for p in d.problems] == ["too_large"]
+
+
+@pytest.mark.parametrize(
+    ("reason", "event"),
+    [
+        ("device_device_ip", "InvalidDeviceAnnotation"),
+        ("device_super_device_id", "InvalidDeviceAnnotation"),
+        ("invalid_rank_index", "InvalidRankIndex"),
+        ("invalid_super_pod", "InvalidSuperPod"),
+        ("too_large", "SpecTooLarge"),
+    ],
+)
+def test_ascend_problems_become_these_event_reasons(reason: str, event: str) -> None:
+    assert _event_reason(reason) == event

@@ -12,6 +12,7 @@ from ranktable.clusterspec import (
     STATUS_COMPLETED,
     STATUS_INITIALIZING,
     ClusterSpec,
+    Device,
     PodNotInSpec,
     SpecError,
     member_for_pod,
@@ -138,7 +139,7 @@ MALFORMED: list[Any] = [
     pytest.param(_with_member(0, port="2222"), "members[0].port: expected an integer", id="port-string"),
     pytest.param(_with_member(0, ip="10.0.0.300"), "members[0].ip: '10.0.0.300' is not an IP address", id="ip-invalid"),
     pytest.param(_with_member(0, ip="job-worker-0.svc"), "members[0].ip", id="ip-is-a-hostname"),
-    pytest.param(_with_member(0, host="node-a"), "members[0].host: 'node-a' is not an IP address", id="host-invalid"),
+    pytest.param(_with_member(0, host="node a"), "members[0].host: 'node a' is not a server id", id="host-invalid"),
     pytest.param(
         _with_member(1, pod="job-worker-0"), "members[1].pod: 'job-worker-0' appears twice", id="pod-duplicate"
     ),
@@ -200,3 +201,30 @@ def test_ipv6_member_address_is_bracketed() -> None:
     v6 = dataclasses.replace(member, ip="fd00::1")
     assert v6.address == "[fd00::1]:2222"
     assert member.address == "127.1.0.1:2222"
+
+
+def test_rank_table_only_fields_stay_out_of_cluster_json_and_comparisons() -> None:
+    spec = make_spec([("worker", 2)], devices=2)
+    first = spec.members[0]
+    ascend = dataclasses.replace(
+        first,
+        host="uid-1",
+        host_ip="192.168.0.10",
+        super_pod="3",
+        hardware="800I-A3-64G",
+        devices=(
+            Device(device_id="0", device_ip="-1", super_device_id="37748736"),
+            Device(device_id="1", device_ip="-1", super_device_id="37748737"),
+        ),
+    )
+    changed = dataclasses.replace(spec, members=(ascend, spec.members[1]))
+    text = spec_to_json(changed)
+    assert all(word not in text for word in ("host_ip", "super_pod", "hardware", "37748736"))
+    back = spec_from_json(text)
+    assert back == changed  # equal: those fields take no part in comparisons
+    assert back.members[0].host == "uid-1" and back.members[0].host_ip == ""
+    assert back.members[0].devices[0].has_ip is False  # a placeholder, twice in one member
+    plain = dataclasses.replace(
+        changed, members=(dataclasses.replace(ascend, host_ip="", hardware=""), spec.members[1])
+    )
+    assert spec_to_json(plain) == text

@@ -8,11 +8,26 @@ from typing import Any
 
 import pytest
 
-from ranktable.clusterspec import STATUS_INITIALIZING, SpecError
-from ranktable.hccl import hccl_version, read_hccl, render_hccl
-from tests.support.specs import make_spec
+from ranktable.clusterspec import STATUS_INITIALIZING, ClusterSpec, Device, SpecError
+from ranktable.devices import REASONS
+from ranktable.hccl import device_problem, hccl_version, read_hccl, render_hccl
+from ranktable.hccl_table20 import check_scale_out
+from ranktable.levels import parse_levels
+from tests.support.specs import make_member, make_spec
 
 TWO_BY_TWO = make_spec([("worker", 2)], devices=2)
+ALL_VERSIONS = ["v1", "v2", "1.0", "1.2", "2.0"]
+
+
+def with_super_devices(spec: ClusterSpec, *, super_pods: tuple[str, ...] = ("0",)) -> ClusterSpec:
+    """``spec`` with super device ids ``37748736 + 8 * rank + device`` and members spread over ``super_pods``."""
+    members = []
+    for m in spec.members:
+        devices = tuple(
+            dataclasses.replace(d, super_device_id=str(37748736 + 8 * m.rank + int(d.device_id))) for d in m.devices
+        )
+        members.append(dataclasses.replace(m, devices=devices, super_pod=super_pods[m.rank % len(super_pods)]))
+    return dataclasses.replace(spec, members=tuple(members))
 
 
 def test_v2_two_pods_two_devices_counts_rank_ids_0_to_3() -> None:
@@ -40,8 +55,8 @@ def test_v2_two_pods_two_devices_counts_rank_ids_0_to_3() -> None:
     }
 
 
-def test_v2_is_the_default_and_rendering_is_deterministic() -> None:
-    assert render_hccl(TWO_BY_TWO) == render_hccl(TWO_BY_TWO, version="v2")
+def test_1_0_is_the_default_and_rendering_is_deterministic() -> None:
+    assert render_hccl(TWO_BY_TWO) == render_hccl(TWO_BY_TWO, version="1.0")
     assert render_hccl(TWO_BY_TWO) == render_hccl(make_spec([("worker", 2)], devices=2))
 
 
@@ -95,29 +110,33 @@ def test_v2_rank_ids_stay_dense_with_uneven_device_counts() -> None:
     assert [[d["rank_id"] for d in s["device"]] for s in servers] == [["0"], ["1", "2"]]
 
 
-@pytest.mark.parametrize("version", ["v1", "v2"])
-def test_status_mirrors_the_spec_and_initializing_lists_known_members(version: str) -> None:
-    spec = make_spec([("worker", 3)], status=STATUS_INITIALIZING, devices=2, present={1})
+@pytest.mark.parametrize(
+    ("version", "own"), [("v1", "v1"), ("v2", "1.0"), ("1.0", "1.0"), ("1.2", "1.2"), ("2.0", "2.0")]
+)
+def test_status_mirrors_the_spec_and_initializing_lists_known_members(version: str, own: str) -> None:
+    spec = with_super_devices(make_spec([("worker", 3)], status=STATUS_INITIALIZING, devices=2, present={1}))
     text = render_hccl(spec, version=version)
     table = read_hccl(text)
     assert table["status"] == "initializing"
-    assert hccl_version(table) == version
-    if version == "v2":
-        entries = table["server_list"]
+    assert hccl_version(table) == own
+    if version == "v1":
+        entries = [i["server_id"] for g in table["group_list"] for i in g["instance_list"]]
+    elif version == "2.0":
+        entries = [str(r["rank_id"]) for r in table["rank_list"]]
     else:
-        entries = [i for g in table["group_list"] for i in g["instance_list"]]
-    assert [e["server_id"] for e in entries] == ["192.168.0.11"]
+        entries = [s["server_id"] for s in table["server_list"]]
+    assert entries == (["0", "1"] if version == "2.0" else ["192.168.0.11"])
 
 
-@pytest.mark.parametrize("version", ["v1", "v2"])
+@pytest.mark.parametrize("version", ALL_VERSIONS)
 def test_initializing_spec_with_no_members_gives_empty_lists(version: str) -> None:
     table = read_hccl(
         render_hccl(make_spec([("worker", 2)], status=STATUS_INITIALIZING, present=set()), version=version)
     )
-    assert table.get("server_list", table.get("group_list")) == []
+    assert table.get("server_list", table.get("group_list", table.get("rank_list"))) == []
 
 
-@pytest.mark.parametrize("version", ["v1", "v2"])
+@pytest.mark.parametrize("version", ALL_VERSIONS)
 def test_completed_spec_without_devices_cannot_make_a_table(version: str) -> None:
     with pytest.raises(SpecError, match="no member has devices"):
         render_hccl(make_spec([("worker", 2)]), version=version)
@@ -181,13 +200,15 @@ def _set(path: list[Any], value: Any) -> Any:
         pytest.param("{", "not valid JSON", id="not-json"),
         pytest.param('"completed"', "expected a JSON object", id="not-object"),
         pytest.param('{"status":"done"}', "status: 'done'", id="bad-status"),
-        pytest.param('{"status":"completed"}', "needs server_list (v2) or group_list (v1)", id="completed-placeholder"),
+        pytest.param(
+            '{"status":"completed"}', "needs server_list, rank_list or group_list", id="completed-placeholder"
+        ),
         pytest.param(_v2(_set(["server_count"], 2)), "server_count: 2 is not a string-typed", id="v2-count-is-int"),
         pytest.param(
             _v2(_set(["server_count"], "3")), "server_count: 3 but server_list holds 2", id="v2-count-mismatch"
         ),
         pytest.param(
-            _v2(_set(["server_list", 0, "server_id"], "host-a")), "server_list[0].server_id", id="v2-server-id"
+            _v2(_set(["server_list", 0, "server_id"], "host a")), "server_list[0].server_id", id="v2-server-id"
         ),
         pytest.param(
             _v2(_set(["server_list", 1, "device", 0, "rank_id"], "1")), "rank_id appears twice", id="v2-duplicate-rank"
@@ -227,7 +248,297 @@ def test_reader_rejects(text: str, fragment: str) -> None:
     assert fragment in str(caught.value)
 
 
-@pytest.mark.parametrize("version", ["v1", "v2"])
+@pytest.mark.parametrize("version", ALL_VERSIONS)
 def test_reader_accepts_what_the_writer_writes(version: str) -> None:
-    text = render_hccl(make_spec([("chief", 1), ("worker", 3)], devices=8), version=version)
+    text = render_hccl(with_super_devices(make_spec([("chief", 1), ("worker", 3)], devices=8)), version=version)
     assert read_hccl(text) == json.loads(text)
+
+
+# ascend-operator's tables (shapes from its hccl.json description and its tests) ---------------------
+
+
+def ascend_member(rank: int, *, devices: int = 2, super_pod: str = "", hardware: str = "", ip_ok: bool = True) -> Any:
+    """Member ``rank`` as the current device plugin describes it: server id = pod uid."""
+    base = make_member(rank, "worker", rank, devices=devices)
+    return dataclasses.replace(
+        base,
+        host=f"uid-{rank}",
+        host_ip=f"192.168.0.{10 + rank}",
+        super_pod=super_pod,
+        hardware=hardware,
+        devices=tuple(
+            Device(
+                device_id=str(d),
+                device_ip=f"192.168.{101 + d}.{rank + 1}" if ip_ok else "-1",
+                super_device_id=str(37748736 + 8 * rank + d),
+            )
+            for d in range(devices)
+        ),
+    )
+
+
+def ascend_spec(*members: Any) -> ClusterSpec:
+    return dataclasses.replace(make_spec([("worker", len(members))]), members=tuple(members))
+
+
+def test_1_0_as_ascend_operator_writes_it() -> None:
+    text = render_hccl(ascend_spec(ascend_member(0, hardware="800I-A2-32G")), version="1.0")
+    table = json.loads(text)
+    assert table == {
+        "status": "completed",
+        "server_list": [
+            {
+                "device": [
+                    {"device_id": "0", "device_ip": "192.168.101.1", "rank_id": "0"},
+                    {"device_id": "1", "device_ip": "192.168.102.1", "rank_id": "1"},
+                ],
+                "server_id": "uid-0",
+                "host_ip": "192.168.0.10",
+                "container_ip": "127.1.0.1",
+                "hardware_type": "800I-A2-32G",
+            }
+        ],
+        "server_count": "1",
+        "version": "1.0",
+    }
+    # ascend-operator's key order (its Go structs), so the texts compare too.
+    assert list(table) == ["status", "server_list", "server_count", "version"]
+    assert list(table["server_list"][0]) == ["device", "hardware_type", "server_id", "host_ip", "container_ip"]
+    assert read_hccl(text) == table
+
+
+def test_1_0_leaves_hardware_type_out_when_unknown() -> None:
+    server = json.loads(render_hccl(ascend_spec(ascend_member(0)), version="1.0"))["server_list"][0]
+    assert "hardware_type" not in server
+
+
+def test_1_2_two_servers_one_super_pod_as_documented() -> None:
+    spec = ascend_spec(ascend_member(0, super_pod="0"), ascend_member(1, super_pod="0"))
+    table = json.loads(render_hccl(spec, version="1.2"))
+    assert table["version"] == "1.2"
+    assert list(table) == ["status", "server_list", "server_count", "version", "super_pod_list"]
+    assert table["server_list"][1]["device"] == [
+        {"device_id": "0", "device_ip": "192.168.101.2", "super_device_id": "37748744", "rank_id": "2"},
+        {"device_id": "1", "device_ip": "192.168.102.2", "super_device_id": "37748745", "rank_id": "3"},
+    ]
+    assert table["super_pod_list"] == [
+        {"super_pod_id": "0", "server_list": [{"server_id": "uid-0"}, {"server_id": "uid-1"}]}
+    ]
+
+
+def test_1_2_two_nodes_in_two_super_pods() -> None:
+    spec = ascend_spec(ascend_member(0, super_pod="1"), ascend_member(1, super_pod="0"))
+    table = read_hccl(render_hccl(spec, version="1.2"))
+    assert table["super_pod_list"] == [
+        {"super_pod_id": "0", "server_list": [{"server_id": "uid-1"}]},
+        {"super_pod_id": "1", "server_list": [{"server_id": "uid-0"}]},
+    ]
+
+
+def test_1_2_placeholder_ips_pass_within_one_super_pod_only() -> None:
+    one = ascend_spec(ascend_member(0, super_pod="0", ip_ok=False), ascend_member(1, super_pod="0", ip_ok=False))
+    table = read_hccl(render_hccl(one, version="1.2"))
+    assert {d["device_ip"] for s in table["server_list"] for d in s["device"]} == {"-1"}
+    two = ascend_spec(ascend_member(0, super_pod="0", ip_ok=False), ascend_member(1, super_pod="1"))
+    with pytest.raises(SpecError, match="device without an IP, and the job spans 2 super pods"):
+        render_hccl(two, version="1.2")
+
+
+def test_1_2_needs_super_device_ids_and_super_pods() -> None:
+    member = ascend_member(0, super_pod="0")
+    no_sdid = dataclasses.replace(
+        member, devices=tuple(dataclasses.replace(d, super_device_id="") for d in member.devices)
+    )
+    with pytest.raises(SpecError, match="have no super_device_id"):
+        render_hccl(ascend_spec(no_sdid), version="1.2")
+    with pytest.raises(SpecError, match="has no super pod"):
+        render_hccl(ascend_spec(ascend_member(0)), version="1.2")
+
+
+# The levelList of ascend-operator's v2.0 test fixture: one device, four levels.
+FIXTURE_LEVELS = parse_levels(
+    [
+        {"level": 0, "info": {"UB": {"net_layer": 0, "net_instance_id": "L0"}}},
+        {"level": 1, "info": {"UB": {"net_layer": 1, "net_instance_id": "L1"}}},
+        {"level": 2, "info": {"UBOE": {"net_layer": 2, "net_instance_id": "L2-UBOE"}}},
+        {"level": 3, "info": {"ROCE": {"net_layer": 3, "net_instance_id": "L3-ROCE"}}},
+    ]
+)
+
+
+def level_spec(levels: Any, devices: int = 1) -> ClusterSpec:
+    member = ascend_member(0, devices=devices)
+    return ascend_spec(
+        dataclasses.replace(member, devices=tuple(dataclasses.replace(d, levels=levels) for d in member.devices))
+    )
+
+
+def _element(layer: int, instance: str, net_type: str = "", addrs: list[Any] | None = None) -> dict[str, Any]:
+    return {
+        "net_layer": layer,
+        "net_instance_id": instance,
+        "net_type": net_type,
+        "net_attr": "",
+        "rank_addr_list": addrs or [],
+    }
+
+
+def test_2_0_as_documented_one_rank() -> None:
+    levels = parse_levels(
+        [
+            {
+                "level": 0,
+                "info": {
+                    "UB": {
+                        "net_layer": 0,
+                        "net_instance_id": "sp-1",
+                        "net_type": "TOPO_FILE_DESC",
+                        "net_attr": "",
+                        "rank_addr_list": [{"addr_type": "EID", "addr": "e0", "ports": ["0/1"], "plane_id": "1"}],
+                    }
+                },
+            }
+        ]
+    )
+    text = render_hccl(level_spec(levels), version="2.0")
+    table = json.loads(text)
+    assert table == {
+        "status": "completed",
+        "version": "2.0",
+        "rank_count": 1,
+        "rank_list": [
+            {
+                "rank_id": 0,
+                "local_id": 0,
+                "device_id": 0,
+                "level_list": [
+                    _element(
+                        0,
+                        "sp-1",
+                        "TOPO_FILE_DESC",
+                        [{"addr_type": "EID", "addr": "e0", "ports": ["0/1"], "plane_id": "1"}],
+                    )
+                ],
+            }
+        ],
+    }
+    assert read_hccl(text) == table
+
+
+@pytest.mark.parametrize(
+    ("scale_out", "expected"),
+    [
+        pytest.param("", ["L0", "L1", "L3-ROCE"], id="default-prefers-roce"),
+        pytest.param("UBOE", ["L0", "L1", "L2-UBOE"], id="label-uboe"),
+        pytest.param("ROCE", ["L0", "L1", "L3-ROCE"], id="label-roce"),
+    ],
+)
+def test_2_0_level_list_follows_the_scale_out_type(scale_out: str, expected: list[str]) -> None:
+    table = json.loads(render_hccl(level_spec(FIXTURE_LEVELS), version="2.0", scale_out=scale_out))
+    assert [e["net_instance_id"] for e in table["rank_list"][0]["level_list"]] == expected
+
+
+def test_2_0_missing_levels_get_the_default_element_or_none() -> None:
+    roce_elsewhere = parse_levels([{"level": 2, "info": {"ROCE": {"net_layer": 2, "net_instance_id": "x"}}}])
+    table = json.loads(render_hccl(level_spec(roce_elsewhere), version="2.0"))
+    # ROCE is listed (on level 2), so level 3 is wanted; the device has none there: the default element.
+    assert table["rank_list"][0]["level_list"] == [_element(3, "CLUSTER1", "CLOS")]
+    bare = json.loads(render_hccl(level_spec(()), version="2.0"))
+    assert "level_list" not in bare["rank_list"][0]
+
+
+def test_2_0_ranks_count_devices_across_members() -> None:
+    spec = ascend_spec(ascend_member(0, devices=2), ascend_member(1, devices=2))
+    ranks = json.loads(render_hccl(spec, version="2.0"))["rank_list"]
+    assert [(r["rank_id"], r["device_id"]) for r in ranks] == [(0, 0), (1, 1), (2, 0), (3, 1)]
+
+
+def test_scale_out_values() -> None:
+    assert check_scale_out(" uboe ") == "UBOE"
+    assert check_scale_out("") == ""
+    with pytest.raises(ValueError, match="'ib' is not one of ROCE, UBOE"):
+        check_scale_out("ib")
+
+
+@pytest.mark.parametrize(
+    ("version", "devices", "reason"),
+    [
+        pytest.param("1.0", (Device("0", "-1"),), "device_ip", id="1.0-placeholder"),
+        pytest.param("v2", (Device("0", "-.-.-.-"),), "device_ip", id="v2-placeholder"),
+        pytest.param("v1", (Device("0", ""),), "device_ip", id="v1-empty"),
+        pytest.param("1.2", (Device("0", "-1", "37748736"),), None, id="1.2-placeholder-ok-here"),
+        pytest.param("1.2", (Device("0", "1.1.1.1"),), "super_device_id", id="1.2-no-sdid"),
+        pytest.param("2.0", (Device("0", "-1"),), None, id="2.0-needs-no-ip"),
+        pytest.param("1.0", (Device("0", "1.1.1.1"),), None, id="1.0-ok"),
+    ],
+)
+def test_device_problem_per_version(version: str, devices: tuple[Device, ...], reason: str | None) -> None:
+    problem = device_problem(version, devices)
+    assert (problem[0] if problem else None) == reason
+    if problem:
+        assert problem[0] in REASONS
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param('{"status":"initializing","version":"1.0"}', id="1.0"),
+        pytest.param('{"status":"initializing","version":"1.2","super_pod_list":[]}', id="1.2"),
+        pytest.param('{"status":"initializing","version":"2.0"}', id="2.0"),
+    ],
+)
+def test_reader_accepts_ascend_operator_initial_tables(text: str) -> None:
+    assert read_hccl(text)["status"] == "initializing"
+
+
+def _t(version: str, mutate: Any, spec: ClusterSpec | None = None) -> str:
+    spec = spec or ascend_spec(ascend_member(0, super_pod="0"), ascend_member(1, super_pod="1"))
+    table = json.loads(render_hccl(spec, version=version))
+    mutate(table)
+    return json.dumps(table)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        pytest.param(_t("1.0", _set(["server_list", 0, "host_ip"], "h")), "server_list[0].host_ip", id="1.0-host-ip"),
+        pytest.param(
+            _t("1.0", _set(["server_list", 0, "container_ip"], 7)), "container_ip: 7 is not a string", id="1.0-pod-ip"
+        ),
+        pytest.param(
+            _t("1.2", _set(["super_pod_list", 0, "server_list", 0, "server_id"], "uid-9")),
+            "servers ['uid-9'] are not in server_list",
+            id="1.2-unknown-server",
+        ),
+        pytest.param(
+            _t("1.2", _set(["super_pod_list", 1, "super_pod_id"], "0")), "'0' appears twice", id="1.2-pod-twice"
+        ),
+        pytest.param(
+            _t("1.2", lambda t: t["super_pod_list"].pop()), "every server of server_list", id="1.2-server-unlisted"
+        ),
+        pytest.param(
+            _t("1.2", lambda t: t["server_list"][0]["device"][0].pop("super_device_id")),
+            "super_device_id: missing",
+            id="1.2-no-sdid",
+        ),
+        pytest.param(
+            _t("1.2", _set(["server_list", 0, "device", 0, "device_ip"], "-1")),
+            "device_ip: '-1' is not an IP",
+            id="1.2-placeholder-across-pods",
+        ),
+        pytest.param(_t("2.0", _set(["rank_count"], 3)), "rank_count: 3 but rank_list holds 4", id="2.0-count"),
+        pytest.param(_t("2.0", _set(["rank_count"], "4")), "rank_count: '4' is not", id="2.0-count-string"),
+        pytest.param(_t("2.0", _set(["rank_list", 0, "rank_id"], "0")), "rank_list[0].rank_id", id="2.0-rank-string"),
+        pytest.param(_t("2.0", _set(["rank_list", 1, "rank_id"], 0)), "rank_id appears twice", id="2.0-rank-twice"),
+        pytest.param(_t("2.0", _set(["rank_list", 3, "rank_id"], 9)), "must be 0..3", id="2.0-rank-gap"),
+        pytest.param(
+            _t("2.0", _set(["rank_list", 0, "level_list"], [{"net_layer": 0}])),
+            "level_list[0].net_instance_id: expected a string",
+            id="2.0-level",
+        ),
+    ],
+)
+def test_reader_rejects_ascend_operator_tables(text: str, fragment: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        read_hccl(text)
+    assert fragment in str(caught.value)
