@@ -105,6 +105,14 @@ def test_api_server_reaches_the_kubelet_by_internal_ip_with_a_client_certificate
     assert [p.name for p in addons.ADDONS["node"].processes] == list(node.PROCESSES)
 
 
+def test_namespace_placement_is_the_pod_placement_for_the_admission_plugins() -> None:
+    annotations = node.namespace_placement()
+    selector = annotations["scheduler.alpha.kubernetes.io/node-selector"]
+    assert dict([selector.split("=", 1)]) == node.pod_placement()["nodeSelector"]
+    tolerations = json.loads(annotations["scheduler.alpha.kubernetes.io/defaultTolerations"])
+    assert tolerations == node.pod_placement()["tolerations"]
+
+
 def test_add_flags_appends_replaces_and_reports_changes() -> None:
     argv = ["kube-apiserver", "--v=1", "--kubelet-preferred-address-types=Hostname"]
     assert cluster._add_flags(argv, ["--kubelet-preferred-address-types=InternalIP", "--x=1"])

@@ -718,8 +718,8 @@ def _stopper(state_dir: Path) -> Callable[[str], bool]:
 
 
 def _node_alive(state_dir: Path) -> bool:
-    """True if a node process recorded in ``state_dir`` still runs."""
-    records = (_read_record(state_dir / "run" / f"{name}.pid") for name in node.PROCESSES)
+    """True if the cluster in ``state_dir`` still runs (its node or its control plane), so still owns its node."""
+    records = (_read_record(state_dir / "run" / f"{name}.pid") for name in (*node.PROCESSES, *COMPONENTS))
     return any(r is not None and r.alive() for r in records)
 
 

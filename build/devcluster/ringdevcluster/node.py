@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import ipaddress
 import json
 import os
@@ -87,6 +88,7 @@ __all__ = [
     "configure",
     "ensure_packages",
     "import_image",
+    "namespace_placement",
     "objects",
     "pending",
     "pod_placement",
@@ -176,6 +178,21 @@ def pod_placement() -> Json:
         "tolerations": [{"key": NODE_TAINT["key"], "operator": "Equal", "value": NODE_TAINT["value"],
                          "effect": NODE_TAINT["effect"]}],
     }  # fmt: skip
+
+
+def namespace_placement() -> dict[str, str]:
+    """Namespace annotations that put every pod of the namespace on the real node.
+
+    For manifests applied unchanged (the shipped Deployment): the API
+    server's PodNodeSelector and PodTolerationRestriction admission plugins,
+    where enabled, add :func:`pod_placement`'s node selector and toleration
+    to each pod created in a namespace carrying these.
+    """
+    toleration = pod_placement()["tolerations"]
+    return {
+        "scheduler.alpha.kubernetes.io/node-selector": f"{NODE_LABEL[0]}={NODE_LABEL[1]}",
+        "scheduler.alpha.kubernetes.io/defaultTolerations": json.dumps(toleration),
+    }
 
 
 # --------------------------------------------------------------------------
@@ -636,21 +653,23 @@ def claim(state_dir: Path, *, alive: Callable[[Path], bool], release: Callable[[
     still runs, raise :class:`NodeError`; a dead owner is cleaned up first
     with ``release(that_dir)`` (its :func:`teardown`).
     """
-    check_owner(state_dir, alive=alive)
-    current = owner()
-    if current is not None and current != state_dir:
-        say(f"cleaning up the real node left behind by {current}")
-        release(current)
-    if Path(CONTAINERD_SOCKET).exists() and current is None:
-        # A containerd we did not start (a system service) owns the socket.
-        probe = _run(["ctr", "--address", CONTAINERD_SOCKET, "--timeout", "2s", "version"], check=False)
-        if probe.returncode == 0:
-            raise NodeError(
-                f"another containerd already serves {CONTAINERD_SOCKET}; the dev cluster's node needs its own "
-                "(stop that one, e.g. `systemctl stop containerd`)"
-            )
     OWNER_FILE.parent.mkdir(parents=True, exist_ok=True)
-    OWNER_FILE.write_text(f"{state_dir}\n")
+    with open(OWNER_FILE.parent / "node.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two `up --with node` at once: one wins, the other sees it
+        check_owner(state_dir, alive=alive)
+        current = owner()
+        if current is not None and current != state_dir:
+            say(f"cleaning up the real node left behind by {current}")
+            release(current)
+        if Path(CONTAINERD_SOCKET).exists() and current is None:
+            # A containerd we did not start (a system service) owns the socket.
+            probe = _run(["ctr", "--address", CONTAINERD_SOCKET, "--timeout", "2s", "version"], check=False)
+            if probe.returncode == 0:
+                raise NodeError(
+                    f"another containerd already serves {CONTAINERD_SOCKET}; the dev cluster's node needs its own "
+                    "(stop that one, e.g. `systemctl stop containerd`)"
+                )
+        OWNER_FILE.write_text(f"{state_dir}\n")
 
 
 def prepare_host(state_dir: Path, *, say: Say) -> None:
@@ -902,6 +921,7 @@ def teardown(state_dir: Path, *, stop: Callable[[str], bool], say: Say) -> list[
         with contextlib.suppress(FileNotFoundError):
             OWNER_FILE.unlink()
         with contextlib.suppress(OSError):
+            (OWNER_FILE.parent / "node.lock").unlink()
             OWNER_FILE.parent.rmdir()  # only if empty
     say(
         f"real node removed: {containers} containers, {shims} stray shims, {strays} stray container processes, "
