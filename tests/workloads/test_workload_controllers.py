@@ -133,7 +133,7 @@ def test_harness_crd_schemas_agree_with_the_products_crds(k8s: Any, workloads: C
     from kubernetes.client import ApiextensionsV1Api
 
     ext = ApiextensionsV1Api(k8s.api)
-    crd_dir = REPO / "ringcontroller" / "devcluster" / "crds"
+    crd_dir = REPO / "build" / "devcluster" / "ringdevcluster" / "crds"
     ours = [d for f in sorted(crd_dir.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
     assert {d["metadata"]["name"] for d in ours} >= {
         "jobs.batch.volcano.sh",
