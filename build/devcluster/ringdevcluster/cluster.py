@@ -761,6 +761,27 @@ def _wipe(state_dir: Path) -> None:
             entry.unlink()
 
 
+AUDIT_POLICY_FILE = "audit-policy.yaml"
+#: The API server's audit policy: ConfigMap writes (who, when) and Lease
+#: writes with their request body (the holder they set); nothing else, so the
+#: log stays small. Read it from ``<state dir>/logs/audit.log``.
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: None
+    namespaces: ["kube-node-lease"]
+  - level: Request
+    verbs: ["create", "update", "patch"]
+    resources: [{group: "coordination.k8s.io", resources: ["leases"]}]
+  - level: Metadata
+    verbs: ["create", "update", "patch", "delete"]
+    resources: [{group: "", resources: ["configmaps"]}]
+  - level: None
+"""
+
+
 def _argv(*, state_dir: Path, binaries: dict[str, Path], ports: dict[str, int], pki: Pki) -> dict[str, list[str]]:
     kc = state_dir / "kubeconfigs"
     etcd_url = f"http://127.0.0.1:{ports['etcd']}"
@@ -803,6 +824,12 @@ def _argv(*, state_dir: Path, binaries: dict[str, Path], ports: dict[str, int], 
             f"--service-account-signing-key-file={state_dir / 'pki' / 'sa.key'}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--allow-privileged=true",
+            # Who wrote which ConfigMap and Lease, when (the chaos runs check
+            # every write against the Lease holder): see AUDIT_POLICY.
+            f"--audit-policy-file={state_dir / AUDIT_POLICY_FILE}",
+            f"--audit-log-path={state_dir / 'logs' / 'audit.log'}",
+            "--audit-log-maxsize=200",
+            "--audit-log-maxbackup=1",
             "--profiling=false",
             "--v=1",
         ],
@@ -884,6 +911,7 @@ def _fresh(
                 server=server, ca_cert=pki.ca_cert, client_cert=cert, client_key=key, user=cn,
             )  # fmt: skip
     (state_dir / "kwok.yaml").write_text(kwok.STAGES)
+    (state_dir / AUDIT_POLICY_FILE).write_text(AUDIT_POLICY)
     argv = _argv(state_dir=state_dir, binaries=binaries, ports=ports, pki=pki)
     env: dict[str, dict[str, str]] = {}
     for name in addons:
