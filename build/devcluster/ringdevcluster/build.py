@@ -183,7 +183,7 @@ ADDON_MODULES: dict[str, Module] = {
             requirement="github.com/coredns/coredns",
             packages=(".",),  # main.go: upstream's server with the plugins the Corefile uses
             binaries=("coredns",),
-            cold_minutes=6,
+            cold_minutes=3,
         ),
     )
 }
