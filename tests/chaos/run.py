@@ -218,6 +218,16 @@ class World:
         self.create_pod(self.jobs[job_name], task, index)
 
 
+def epochs(configmaps: dict[str, Json]) -> dict[str, int]:
+    """The epoch of every readable spec, by ConfigMap name."""
+    out = {}
+    for name, cm in configmaps.items():
+        got = oracle.actual(cm)
+        if got is not None:
+            out[name] = got[4]
+    return out
+
+
 def retry(fn: Callable[[], Any], *, ok: tuple[int, ...] = (), attempts: int = 120) -> Any:
     """Call ``fn`` until it succeeds, riding out API server outages (statuses in ``ok`` are success)."""
     for attempt in range(attempts):
@@ -447,7 +457,7 @@ class Run:
                 if wrong:
                     say(f"controller-sigkill: not converged before replacements: {list(wrong.items())[:3]}")
                 # Replace 30 % of the members; some while the controller is down.
-                before = dict(observer.epochs)
+                before = epochs(world.configmaps())  # read now, not the observer's last sample
                 volcano = [n for k, n in made if k == "volcano"]
                 members = [
                     (n, t["name"], i)
@@ -483,10 +493,10 @@ class Run:
                     ctl.start()
                 last_fault = time.monotonic()
                 seconds, checked, wrong = world.converge(last_fault)
-                time.sleep(1.0)
+                after = epochs(world.configmaps())
             not_bumped = [
                 n for n in replaced_jobs
-                if (cm := f"rings-config-{n}") in before and observer.epochs.get(cm, 0) <= before[cm]
+                if (cm := f"rings-config-{n}") in before and after.get(cm, 0) <= before[cm]
             ]  # fmt: skip
             ctl.stop()
         result.specs_checked = checked
