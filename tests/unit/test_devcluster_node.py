@@ -152,3 +152,19 @@ def test_docker_archive_is_reproducible_and_names_its_layer(tmp_path: Path) -> N
         members = {m.name: m for m in inner.getmembers()}
     assert members["bin"].isdir() and members["bin/tool"].mode == 0o755
     assert members["bin/alias"].issym() and members["bin/alias"].linkname == "tool"
+
+
+def test_one_node_per_machine_claim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(node, "OWNER_FILE", tmp_path / "run" / "node-owner")
+    monkeypatch.setattr(node, "CONTAINERD_SOCKET", str(tmp_path / "no-containerd.sock"))
+    released: list[Path] = []
+    first, second = tmp_path / "a", tmp_path / "b"
+    node.claim(first, alive=lambda d: True, release=released.append, say=lambda _m: None)
+    assert node.owner() == first
+    node.claim(first, alive=lambda d: True, release=released.append, say=lambda _m: None)  # again: fine
+    with pytest.raises(node.NodeError, match=f"belongs to the cluster in {first}"):
+        node.claim(second, alive=lambda d: d == first, release=released.append, say=lambda _m: None)
+    assert node.owner() == first and released == []
+    # A dead owner's leftovers are torn down, then the node changes hands.
+    node.claim(second, alive=lambda d: False, release=released.append, say=lambda _m: None)
+    assert node.owner() == second and released == [first]
