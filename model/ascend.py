@@ -17,8 +17,8 @@ Rank table version (``--ranktable-version auto``), first rule that applies:
    ``module-a3-16-super-pod`` or ``module-a3-8-super-pod``;
 5. else ``1.0``.
 
-ascend-operator also reads the pod template's annotations of Deployments and
-StatefulSets; here only the workload's own annotations count.
+The annotations are the workload's own; for a Deployment its pod template's
+annotations count too and win (as ascend-operator reads Deployments).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from model.ascend import ascend_job
 from model.identity import PodIdentity
 from model.keys import POD_TEMPLATE_HASH
 from model.records import JobKey, WorkloadRecord, count, job_key, runtime_of, workload
@@ -41,7 +42,12 @@ def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord:
     error = None
     if replicas is None:
         error, replicas = f"spec.replicas {spec.get('replicas')!r} is not a non-negative integer", 0
-    pod_spec = ((spec.get("template") or {}).get("spec")) or {}
+    template = spec.get("template") or {}
+    pod_spec = template.get("spec") or {}
+    tasks = (task_spec(TASK, replicas, pod_spec, runtime=runtime),)
+    # As ascend-operator reads a Deployment: the pod template's annotations over its own.
+    meta = raw.get("metadata") or {}
+    annotations = {**(meta.get("annotations") or {}), **((template.get("metadata") or {}).get("annotations") or {})}
     return workload(
         raw,
         short=SHORT,
@@ -49,10 +55,11 @@ def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord:
         api_version=API_VERSION,
         version=0,
         runtime=runtime,
-        tasks=(task_spec(TASK, replicas, pod_spec, runtime=runtime),),
+        tasks=tasks,
         indexed=False,
         error=error,
         owns_pods=False,
+        ascend=ascend_job({"annotations": annotations, "labels": meta.get("labels") or {}}, tasks),
     )
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from agent.decide import decide
 from agent.worker import _event_reason
+from model.deployment import workload_record as deployment_record
 from model.keys import CONFIGMAP_DATA_LIMIT
 from model.pod import pod_record
 from model.records import PodRecord, WorkloadRecord
@@ -643,3 +644,32 @@ def test_size_limit_at_1024_servers_by_8_devices(version: str, server_ids: str, 
 )
 def test_ascend_problems_become_these_event_reasons(reason: str, event: str) -> None:
     assert _event_reason(reason) == event
+
+
+@pytest.mark.parametrize(
+    ("own", "template", "version"),
+    [
+        pytest.param({"sp-block": "16"}, {}, "1.2", id="deployment-annotation"),
+        pytest.param({}, {"sp-block": "16"}, "1.2", id="template-annotation"),
+        pytest.param(
+            {"huawei.com/schedule_policy": "chip2-node16-sp"},
+            {"huawei.com/schedule_policy": "chip4-node8"},
+            "1.0",
+            id="template-wins",
+        ),
+    ],
+)
+def test_a_deployment_counts_its_template_annotations(
+    own: dict[str, str], template: dict[str, str], version: str
+) -> None:
+    raw = {
+        "metadata": {
+            "name": "web",
+            "namespace": "default",
+            "uid": "d",
+            "labels": {LABEL: "ascend-910"},
+            "annotations": own,
+        },
+        "spec": {"replicas": 1, "template": {"metadata": {"annotations": template}, "spec": npu_template()["spec"]}},
+    }
+    assert deployment_record(raw, label_key=LABEL).ascend.table == version
