@@ -14,6 +14,8 @@ Initializer jobs (dataset, model) are not members.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from model import jobset
@@ -66,3 +68,25 @@ def runtime_nodes(raw: Json) -> int | None:
     """``spec.mlPolicy.numNodes`` of a ClusterTrainingRuntime (None if absent or invalid)."""
     value = ((raw.get("spec") or {}).get("mlPolicy") or {}).get("numNodes")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def as_served(
+    record: WorkloadRecord, *, jobset: WorkloadRecord | None, runtime_nodes: Callable[[str], int | None]
+) -> WorkloadRecord:
+    """TrainJob ``record`` completed from what it defers to (see :mod:`model.serving`).
+
+    ``jobset`` (the JobSet it owns, if cached) gives the version: its restart
+    count. When ``record.runtime_ref`` is set (no ``numNodes`` of its own),
+    ``runtime_nodes(ref)`` gives every task's replica count; None (runtime
+    absent, invalid, or not watched) makes the record invalid.
+    """
+    if jobset is not None:
+        record = replace(record, version=jobset.version)
+    if record.runtime_ref is None:
+        return record
+    nodes = runtime_nodes(record.runtime_ref)
+    if nodes is None:
+        return replace(
+            record, error=f"ClusterTrainingRuntime {record.runtime_ref} not found or without spec.mlPolicy.numNodes"
+        )
+    return replace(record, tasks=tuple(replace(t, replicas=nodes) for t in record.tasks))

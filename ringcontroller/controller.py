@@ -38,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -50,9 +49,10 @@ from agent.api import NotFound
 from model import trainjob
 from model.configmap import configmap_record
 from model.keys import MANAGED_LABEL, MANAGED_VALUE
-from model.kinds import KINDS
+from model.kinds import KINDS, WorkloadKind
 from model.pod import pod_record
 from model.records import ConfigMapRecord, JobKey, PodRecord, WorkloadRecord
+from model.serving import serving_workload
 from ringcontroller import kube
 from ringcontroller.metrics import REGISTRY, reconcile_metrics, spec_metrics
 from ringcontroller.options import Options
@@ -175,32 +175,15 @@ class Controller:
             self.queue.add_after(key, delay)
 
     def _workload(self, key: JobKey) -> WorkloadRecord | None:
-        """The workload serving job ``key`` (a TrainJob before the JobSet it owns),
-        with a TrainJob's member count filled in from its runtime."""
-        prefix, _, rest = key.partition("/")
-        found = [
-            record
-            for kind in KINDS
-            if kind.prefix == prefix and kind.short in self.workloads
-            for record in [self.workloads[kind.short].store.get(rest)]
-            if record is not None
-        ]
-        served = next((r for r in found if r.served), None)
-        if served is None or served.kind != trainjob.KIND:
-            return served
-        # A TrainJob: its JobSet's restarts are its version; numNodes may
-        # come from its runtime.
-        lender = next((r for r in found if not r.served), None)
-        if lender is not None:
-            served = replace(served, version=lender.version)
-        if served.runtime_ref is None:
-            return served
-        nodes = self.runtimes.store.get(served.runtime_ref) if self.runtimes else None
-        if nodes is None:
-            return replace(
-                served, error=f"ClusterTrainingRuntime {served.runtime_ref} not found or without spec.mlPolicy.numNodes"
-            )
-        return replace(served, tasks=tuple(replace(t, replicas=nodes) for t in served.tasks))
+        # Which workload serves the key is model's rule; the caches are ours.
+        return serving_workload(key, lookup=self._cached_workload, runtime_nodes=self._cached_runtime_nodes)
+
+    def _cached_workload(self, kind: WorkloadKind, key: str) -> WorkloadRecord | None:
+        reflector = self.workloads.get(kind.short)
+        return reflector.store.get(key) if reflector else None
+
+    def _cached_runtime_nodes(self, name: str) -> int | None:
+        return self.runtimes.store.get(name) if self.runtimes else None
 
     # Lifecycle. -------------------------------------------------------------------
 

@@ -9,7 +9,10 @@ import pytest
 
 from agent.decide import decide
 from model import deployment, jobset, trainjob
+from model.kinds import WorkloadKind
 from model.pod import pod_record
+from model.records import JobKey, WorkloadRecord
+from model.serving import serving_workload
 from tests.support.factories import jobset as make_jobset
 from tests.support.factories import jobset_pod
 
@@ -121,6 +124,70 @@ def test_trainjob_without_numnodes_defers_to_its_runtime() -> None:
     assert trainjob.runtime_nodes({"spec": {}}) is None
     bad = trainjob.workload_record({**tj, "spec": {"trainer": {"numNodes": "two"}}}, label_key=LABEL)
     assert bad.error is not None and "numNodes" in bad.error
+
+
+def _trainjob(num_nodes: int | None) -> WorkloadRecord:
+    spec: dict[str, Any] = {"runtimeRef": {"name": "tf-rt", "kind": "ClusterTrainingRuntime"}}
+    if num_nodes is not None:
+        spec["trainer"] = {"numNodes": num_nodes}
+    return trainjob.workload_record(
+        {"metadata": {"name": "tj", "namespace": "ns", "uid": "tj-uid"}, "spec": spec}, label_key=LABEL
+    )
+
+
+def _owned_jobset(restarts: int) -> WorkloadRecord:
+    js = make_jobset(
+        "tj",
+        namespace="ns",
+        owner={"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "tj", "uid": "tj-uid"},
+    )
+    js["status"] = {"restarts": restarts}
+    return jobset.workload_record(js, label_key=LABEL)
+
+
+@pytest.mark.parametrize(
+    ("cached", "runtimes", "expected"),
+    [
+        ({"jobset": _owned_jobset(2)}, {}, None),
+        ({"trainjob": _trainjob(3), "jobset": _owned_jobset(2)}, {}, (3, 2, None)),
+        ({"trainjob": _trainjob(3)}, {}, (3, 0, None)),
+        ({"trainjob": _trainjob(None), "jobset": _owned_jobset(1)}, {"tf-rt": 4}, (4, 1, None)),
+        ({"trainjob": _trainjob(None)}, {}, (0, 0, "ClusterTrainingRuntime tf-rt not found")),
+    ],
+    ids=[
+        "owned-jobset-alone-serves-nothing",
+        "trainjob-takes-its-jobsets-restarts",
+        "trainjob-before-its-jobset",
+        "numnodes-from-the-runtime",
+        "runtime-missing-is-an-error",
+    ],
+)
+def test_serving_workload_of_a_trainjob_key(
+    cached: dict[str, WorkloadRecord], runtimes: dict[str, int], expected: tuple[int, int, str | None] | None
+) -> None:
+    def lookup(kind: WorkloadKind, key: str) -> WorkloadRecord | None:
+        assert key == "ns/tj"
+        return cached.get(kind.short)
+
+    served = serving_workload(JobKey("jobset/ns/tj"), lookup=lookup, runtime_nodes=runtimes.get)
+    if expected is None:
+        assert served is None
+        return
+    assert served is not None and served.kind == "TrainJob"
+    replicas, version, error = expected
+    assert (served.expected, served.version) == (replicas, version)
+    assert (served.error or "").startswith(error or "")
+    assert (served.error is None) == (error is None)
+
+
+def test_serving_workload_of_a_plain_jobset_is_the_jobset() -> None:
+    rec = jobset.workload_record(make_jobset("js", namespace="ns"), label_key=LABEL)
+    served = serving_workload(
+        JobKey("jobset/ns/js"),
+        lookup=lambda kind, key: rec if kind.short == "jobset" else None,
+        runtime_nodes=lambda name: None,
+    )
+    assert served is rec
 
 
 def _deploy_pod(name: str, created: str, ip: str, rs: str = "web-5d8f7c9b4") -> dict[str, Any]:

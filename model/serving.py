@@ -1,0 +1,43 @@
+"""Which workload serves a job key, and how many members it has.
+
+A job key (``jobset/ns/name``) may be claimed by more than one kind: a
+TrainJob and the JobSet it owns share it, so that the JobSet's pods reach the
+TrainJob's worker. The rules, in one place:
+
+- Kinds are tried in :data:`model.kinds.KINDS` order; the first record that is
+  ``served`` serves the key (a JobSet owned by a TrainJob is not).
+- A TrainJob takes its JobSet's restart count as its version (the JobSet
+  "lends" it), so pods of older attempts never count.
+- A TrainJob without ``spec.trainer.numNodes`` takes its
+  ClusterTrainingRuntime's ``spec.mlPolicy.numNodes`` as every task's replica
+  count; without a usable runtime the record carries an ``error``.
+
+Pure functions over the informers' records: the daemon passes lookups into
+its caches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from model import trainjob
+from model.kinds import KINDS, WorkloadKind
+from model.records import JobKey, WorkloadRecord
+
+#: ``lookup(kind, "<namespace>/<name>")``: the cached record of that kind, None
+#: if absent or the kind is not watched.
+Lookup = Callable[[WorkloadKind, str], WorkloadRecord | None]
+#: ``runtime_nodes(name)``: the cached ``numNodes`` of ClusterTrainingRuntime
+#: ``name``, None if absent, invalid or runtimes are not watched.
+RuntimeNodes = Callable[[str], int | None]
+
+
+def serving_workload(key: JobKey, *, lookup: Lookup, runtime_nodes: RuntimeNodes) -> WorkloadRecord | None:
+    """The workload serving job ``key`` as the agent must see it, None if none does."""
+    prefix, _, rest = key.partition("/")
+    found = [record for kind in KINDS if kind.prefix == prefix for record in [lookup(kind, rest)] if record is not None]
+    served = next((r for r in found if r.served), None)
+    if served is None or served.kind != trainjob.KIND:
+        return served
+    lender = next((r for r in found if not r.served), None)
+    return trainjob.as_served(served, jobset=lender, runtime_nodes=runtime_nodes)
