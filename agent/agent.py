@@ -32,7 +32,7 @@ import structlog
 from agent import metrics
 from agent.api import Json, KubeAPI
 from agent.events import EventCorrelator
-from agent.worker import JobWorker
+from agent.worker import STATUS_INVALID, JobStatus, JobWorker
 from model.records import ConfigMapRecord, JobKey, ObjectKey, PodRecord, WorkloadRecord, object_key
 from ranktable.hccl import DEFAULT_CHOICE
 
@@ -176,17 +176,17 @@ class Agent:
             if worker.status != before:
                 _count(before, -1)
                 _count(worker.status, +1)
-        if worker.status == "invalid" and self._requeue_after is not None:
+        if worker.status == STATUS_INVALID and self._requeue_after is not None:
             # What blocks it (a foreign ConfigMap, another job's) may go away
             # without an event this controller watches: look again later.
             self._requeue_after(key, RECHECK_INVALID_SECONDS)
 
-    def status(self, key: JobKey) -> str | None:
+    def status(self, key: JobKey) -> JobStatus | None:
         """The spec status last settled for ``key`` (for health and tests)."""
         worker = self._workers.get(key)
         return worker.status if worker else None
 
 
-def _count(status: str, delta: int) -> None:
+def _count(status: JobStatus, delta: int) -> None:
     if status:
         metrics.JOBS.labels(status).inc(delta)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import Final, Literal
 
 import structlog
 
@@ -41,7 +42,7 @@ from agent.decide import Decision, Problem, decide
 from model.configmap import configmap_body, configmap_record
 from model.keys import EPOCH_ANNOTATION, MANAGED_LABEL, MANAGED_VALUE
 from model.records import ConfigMapRecord, PodRecord, WorkloadRecord
-from ranktable.clusterspec import CLUSTER_FILE, STATUS_COMPLETED, ClusterSpec, SpecError, spec_from_json
+from ranktable.clusterspec import CLUSTER_FILE, STATUS_COMPLETED, ClusterSpec, SpecError, Status, spec_from_json
 from ranktable.hccl import DEFAULT_CHOICE
 
 log = structlog.get_logger()
@@ -50,6 +51,14 @@ log = structlog.get_logger()
 MAX_CONFLICTS = 3
 #: Pod annotations sent at once by one worker.
 TOUCH_CONCURRENCY = 16
+
+#: A job's spec status as its worker last settled it (the ``status`` label of
+#: ``ringcontroller_jobs``): the status of the spec written (a
+#: :data:`ranktable.clusterspec.Status`), ``invalid`` when no spec can be
+#: written, ``""`` before the first sync settled.
+JobStatus = Status | Literal["invalid", ""]
+STATUS_INVALID: Final = "invalid"
+STATUS_UNSETTLED: Final = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +113,7 @@ class JobWorker:
         self._touch_pods = touch_pods
         self._touch_forbidden: int | None = None  # epoch whose touches got 403
         self.written: Written | None = None
-        self.status: str = ""
+        self.status: JobStatus = STATUS_UNSETTLED
         self._reported: set[tuple[str, str]] = set()
         self._completed_epoch: int | None = None
 
@@ -129,7 +138,7 @@ class JobWorker:
                 decision = decide(workload, pods, previous=base.spec if base else None, hccl_version=self._hccl_version)
                 await self._report(workload, decision.problems, bound.bind(epoch=decision.spec.epoch))
                 if decision.data is None:
-                    self.status = "invalid"
+                    self.status = STATUS_INVALID
                     return decision
                 if base is not None and base.data == decision.data:
                     self.written = base
@@ -153,7 +162,7 @@ class JobWorker:
                 await self._touch(workload, decision.spec, pods, bound)
                 return decision
         except Untouchable as e:
-            self.status = "invalid"
+            self.status = STATUS_INVALID
             self.written = None
             await self._report(workload, (Problem(e.reason, str(e)),), bound)
             return decide(workload, pods, previous=None, hccl_version=self._hccl_version)

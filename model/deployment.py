@@ -24,7 +24,7 @@ SHORT = "deploy"
 KIND = "Deployment"
 GROUP = "apps"
 VERSION = "v1"
-API_VERSION = "apps/v1"
+API_VERSION = f"{GROUP}/{VERSION}"
 PLURAL = "deployments"
 TASK = "worker"
 

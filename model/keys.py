@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from ranktable import clusterspec
+
 # Selection ---------------------------------------------------------------
 
 #: Label on workloads and pods that opts them in; its value names the runtime
@@ -24,8 +26,10 @@ ASCEND_RUNTIMES: Final = frozenset({"ascend-910", "ascend-910b"})
 
 #: Pod volume names whose ConfigMap receives the spec, first match wins.
 CONFIG_VOLUME_NAMES: Final = ("rings-config", "ascend-910-config")
-#: ConfigMap name when no pod template names one: ``rings-config-<job>``.
-CONFIGMAP_PREFIX: Final = "rings-config-"
+#: ConfigMap name when no pod template names one: ``rings-config-<job>``
+#: (defined with the spec's other file and ConfigMap names, which the launcher
+#: shares; re-exported here with the product's other names).
+CONFIGMAP_PREFIX: Final = clusterspec.CONFIGMAP_PREFIX
 #: Label the controller puts on ConfigMaps it owns; without it a ConfigMap is
 #: foreign and never modified.
 MANAGED_LABEL: Final = "ring-controller.io/managed"

@@ -2,13 +2,16 @@
 
 Each kind says where its objects live in the API (to watch them), how to
 reduce one to a :class:`~model.records.WorkloadRecord`, and how to read a pod's
-identity in it. Adding a kind means adding a module and a row here.
+identity in it. Each row is read from its kind's module (:func:`_row`), so the
+facts are spelled once, there; adding a kind means adding a module and its
+row here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from model import deployment, jobset, trainjob, volcano
@@ -42,46 +45,30 @@ class WorkloadKind:
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
-VOLCANO_JOB = WorkloadKind(
-    short=volcano.SHORT,
-    kind=volcano.KIND,
-    group=volcano.GROUP,
-    version=volcano.VERSION,
-    plural=volcano.PLURAL,
-    record=volcano.workload_record,
-    identify=volcano.identify,
-)
+def _row(module: ModuleType) -> WorkloadKind:
+    """The row of the kind that ``module`` models, from the module's own names.
 
-TRAINJOB = WorkloadKind(
-    short=trainjob.SHORT,
-    kind=trainjob.KIND,
-    group=trainjob.GROUP,
-    version=trainjob.VERSION,
-    plural=trainjob.PLURAL,
-    record=trainjob.workload_record,
-    identify=None,  # its pods are its JobSet's
-    key_prefix=jobset.SHORT,
-)
+    Every kind module defines ``SHORT``, ``KIND``, ``GROUP``, ``VERSION``,
+    ``PLURAL`` and ``workload_record``; ``identify`` if its pods name it
+    (a TrainJob's pods are its JobSet's), ``KEY_PREFIX`` if it is served
+    under another kind's job keys.
+    """
+    return WorkloadKind(
+        short=module.SHORT,
+        kind=module.KIND,
+        group=module.GROUP,
+        version=module.VERSION,
+        plural=module.PLURAL,
+        record=module.workload_record,
+        identify=getattr(module, "identify", None),
+        key_prefix=getattr(module, "KEY_PREFIX", ""),
+    )
 
-JOBSET = WorkloadKind(
-    short=jobset.SHORT,
-    kind=jobset.KIND,
-    group=jobset.GROUP,
-    version=jobset.VERSION,
-    plural=jobset.PLURAL,
-    record=jobset.workload_record,
-    identify=jobset.identify,
-)
 
-DEPLOYMENT = WorkloadKind(
-    short=deployment.SHORT,
-    kind=deployment.KIND,
-    group=deployment.GROUP,
-    version=deployment.VERSION,
-    plural=deployment.PLURAL,
-    record=deployment.workload_record,
-    identify=deployment.identify,
-)
+VOLCANO_JOB = _row(volcano)
+TRAINJOB = _row(trainjob)
+JOBSET = _row(jobset)
+DEPLOYMENT = _row(deployment)
 
 #: Every kind. Pods are matched against them in this order; for a job key
 #: shared by two kinds (TrainJob and its JobSet) the earlier kind serves it.

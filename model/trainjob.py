@@ -31,6 +31,8 @@ VERSION = TRAINER_VERSION
 API_VERSION = f"{GROUP}/{VERSION}"
 PLURAL = "trainjobs"
 RUNTIME_PLURAL = "clustertrainingruntimes"
+#: Served under its JobSet's job keys, so that the JobSet's pods reach it.
+KEY_PREFIX = jobset.SHORT
 
 
 def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord:
@@ -52,7 +54,7 @@ def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord:
         num_nodes = 0
     return workload(
         raw,
-        short=jobset.SHORT,  # served under its JobSet's job key
+        short=KEY_PREFIX,  # served under its JobSet's job key
         kind=KIND,
         api_version=API_VERSION,
         version=0,

@@ -55,38 +55,28 @@ because the launcher always sends the ``metadata.name`` field selector)::
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any, Final
 
+from ranktable.backoff import Backoff
 from ranktable.clusterspec import CLUSTER_FILE, HCCL_FILE
 from ranktable.wait import Log, Observation, quiet
 
-SERVICE_ACCOUNT_NAMESPACE: Final = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 #: Upper bound of one watch request (seconds); shorter near the deadline.
 WATCH_SECONDS: Final = 60
 CONNECT_TIMEOUT: Final = 10.0
+#: Error retries: first and longest delay (seconds), doubling, no jitter;
+#: back to the first after a watch that ended normally.
 BACKOFF_FIRST: Final = 0.5
 BACKOFF_MAX: Final = 10.0
 
 
 class ApiAccessError(RuntimeError):
     """The API server refused us for good (authentication or authorization)."""
-
-
-def default_namespace(explicit: str | None = None) -> str | None:
-    """``explicit``, else ``$POD_NAMESPACE``, else the service account's namespace file, else None."""
-    if explicit:
-        return explicit
-    if os.environ.get("POD_NAMESPACE"):
-        return os.environ["POD_NAMESPACE"]
-    try:
-        with open(SERVICE_ACCOUNT_NAMESPACE, encoding="utf-8") as handle:
-            return handle.read().strip() or None
-    except OSError:
-        return None
 
 
 class ApiSource:
@@ -113,7 +103,7 @@ class ApiSource:
         selector = f"metadata.name={self.name}"
         resource_version: str | None = None
         data: dict[str, str] | None = None
-        backoff = BACKOFF_FIRST
+        backoff = Backoff(initial=BACKOFF_FIRST, cap=BACKOFF_MAX, jitter=0.0, reset_after=math.inf)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -143,7 +133,7 @@ class ApiSource:
                             if code == 410:
                                 self._log("watch: resourceVersion too old (410 Gone), relisting")
                             else:
-                                backoff = self._pause(f"watch error {code}: {obj.get('message')}", backoff, deadline)
+                                self._pause(f"watch error {code}: {obj.get('message')}", backoff, deadline)
                             resource_version = None
                             break
                         resource_version = (obj.get("metadata") or {}).get("resourceVersion") or resource_version
@@ -157,7 +147,7 @@ class ApiSource:
                 finally:
                     response.close()
                     response.release_conn()
-                backoff = BACKOFF_FIRST
+                backoff.reset()
             except ApiException as err:
                 if err.status == 410:  # the watch's resourceVersion was compacted away: relist now
                     self._log("watch: resourceVersion too old (410 Gone), relisting")
@@ -168,10 +158,10 @@ class ApiSource:
                         f"{self.where}: the API server answered {err.status} {err.reason}; the pod's service "
                         f"account needs get/list/watch on configmaps/{self.name} (see `ring-launch --help`)"
                     ) from None
-                backoff = self._pause(f"API error {err.status} {err.reason}", backoff, deadline)
+                self._pause(f"API error {err.status} {err.reason}", backoff, deadline)
                 resource_version = None
             except Exception as err:  # transport errors: urllib3, sockets, TLS, bad JSON
-                backoff = self._pause(f"{type(err).__name__}: {err}", backoff, deadline)
+                self._pause(f"{type(err).__name__}: {err}", backoff, deadline)
                 resource_version = None
 
     def _list(self, api: Any, selector: str, remaining: float) -> tuple[dict[str, str] | None, str]:
@@ -186,11 +176,10 @@ class ApiSource:
         data = (items[0].get("data") or {}) if items else None
         return data, str(body.get("metadata", {}).get("resourceVersion", ""))
 
-    def _pause(self, what: str, backoff: float, deadline: float) -> float:
-        delay = min(backoff, max(0.0, deadline - time.monotonic()))
+    def _pause(self, what: str, backoff: Backoff, deadline: float) -> None:
+        delay = min(backoff.next_delay(), max(0.0, deadline - time.monotonic()))
         self._log(f"{self.where}: {what}; retrying in {delay:.1f}s")
         time.sleep(delay)
-        return min(backoff * 2, BACKOFF_MAX)
 
     def _core_api(self) -> Any:
         from kubernetes import client, config

@@ -32,21 +32,29 @@ import json
 import re
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
-from typing import Any, Final
+from typing import Any, Final, Literal, cast, get_args
 
 from ranktable.levels import DeviceLevel
 
 CLUSTER_FILE: Final = "cluster.json"
 HCCL_FILE: Final = "hccl.json"
+#: Name of a job's spec ConfigMap when its pod template names none:
+#: ``rings-config-<job>`` (the controller writes it, the launcher reads it).
+CONFIGMAP_PREFIX: Final = "rings-config-"
 
-STATUS_INITIALIZING: Final = "initializing"
-STATUS_COMPLETED: Final = "completed"
-STATUSES: Final = (STATUS_INITIALIZING, STATUS_COMPLETED)
+#: A spec's (and a rank table's) ``status``: members still missing, or all there.
+Status = Literal["initializing", "completed"]
+STATUS_INITIALIZING: Final[Status] = "initializing"
+STATUS_COMPLETED: Final[Status] = "completed"
+STATUSES: Final[tuple[Status, ...]] = get_args(Status)
 
-#: Task names that are TensorFlow roles of their own; any other task name is
-#: a ``worker``.
-KNOWN_ROLES: Final = ("chief", "worker", "ps", "evaluator")
-DEFAULT_ROLE: Final = "worker"
+#: The TensorFlow roles, in the order ``TF_CONFIG`` lists its jobs. A task
+#: named after one keeps its name as its role; any other task is a ``worker``.
+Role = Literal["chief", "worker", "ps", "evaluator"]
+KNOWN_ROLES: Final[tuple[Role, ...]] = get_args(Role)
+DEFAULT_ROLE: Final[Role] = "worker"
+#: Roles TensorFlow allows at most one task of.
+SINGLETON_ROLES: Final[tuple[Role, ...]] = ("chief", "evaluator")
 #: A member's ``slots`` when the spec does not say: one process per pod. Not
 #: written when it is the value, so specs without slots keep their text.
 DEFAULT_SLOTS: Final = 1
@@ -176,7 +184,7 @@ class ClusterSpec:
     asks for.
     """
 
-    status: str
+    status: Status
     job: JobRef
     epoch: int
     expected: int
@@ -409,7 +417,7 @@ def spec_from_json(text: str) -> ClusterSpec:
         raise SpecError(f"members: expected a list, got {_kind(members_raw)}")
     members = tuple(_member(item, f"members[{i}]") for i, item in enumerate(members_raw))
     spec = ClusterSpec(
-        status=_str(obj, "status", ""),
+        status=cast(Status, _str(obj, "status", "")),  # validate_spec checks it
         job=job,
         epoch=_int(obj, "epoch", ""),
         expected=_int(obj, "expected", ""),

@@ -53,9 +53,10 @@ import sys
 import tempfile
 from typing import Final
 
-from ranktable.clusterspec import PodNotInSpec, SpecError
+from ranktable.clusterspec import CONFIGMAP_PREFIX, PodNotInSpec, SpecError
 from ranktable.exports import frameworks_text, member_env
 from ranktable.hostfile import FILE_NAMES, hostfile_text
+from ranktable.podenv import pod_namespace
 from ranktable.wait import (
     DEFAULT_POLL_INTERVAL,
     FileSource,
@@ -245,11 +246,11 @@ def main(argv: list[str] | None = None) -> int:
 
     source: Source
     if args.from_api:
-        from ranktable.apiwatch import ApiSource, default_namespace
+        from ranktable.apiwatch import ApiSource
 
-        namespace = default_namespace(args.namespace)
+        namespace = pod_namespace(args.namespace)
         job = os.environ.get("RING_JOB_NAME")
-        name = args.configmap or os.environ.get("RING_CONFIGMAP") or (f"rings-config-{job}" if job else None)
+        name = args.configmap or os.environ.get("RING_CONFIGMAP") or (CONFIGMAP_PREFIX + job if job else None)
         if not namespace or not name:
             _log("error: --from-api needs --namespace (or $POD_NAMESPACE) and --configmap (or $RING_CONFIGMAP)")
             return EXIT_USAGE

@@ -36,14 +36,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Final
+from typing import Any
 
-from ranktable.clusterspec import ClusterSpec, SpecError, member_for_pod
-
-#: Job names in the order they appear in ``cluster``.
-ROLE_ORDER: Final = ("chief", "worker", "ps", "evaluator")
-#: Roles TensorFlow allows at most one task of.
-SINGLETON_ROLES: Final = ("chief", "evaluator")
+from ranktable.clusterspec import KNOWN_ROLES, SINGLETON_ROLES, ClusterSpec, SpecError, member_for_pod
 
 
 def tf_config(spec: ClusterSpec, *, pod: str) -> dict[str, Any]:
@@ -70,7 +65,7 @@ def tf_config(spec: ClusterSpec, *, pod: str) -> dict[str, Any]:
         visible = {"evaluator": cluster["evaluator"]}
     else:
         visible = {role: addrs for role, addrs in cluster.items() if role != "evaluator"}
-    ordered: dict[str, list[str]] = {role: visible[role] for role in ROLE_ORDER if role in visible}
+    ordered: dict[str, list[str]] = {role: visible[role] for role in KNOWN_ROLES if role in visible}
     ordered.update({role: addrs for role, addrs in sorted(visible.items()) if role not in ordered})
     return {"cluster": ordered, "task": {"type": member.role, "index": index}}
 

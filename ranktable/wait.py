@@ -35,7 +35,6 @@ wait goes on.
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ from ranktable.clusterspec import (
     spec_from_json,
 )
 from ranktable.hccl import read_hccl
+from ranktable.podenv import POD_IP_ENV, POD_UID_ENV, pod_name
 
 DEFAULT_CONFIG_DIR: Final = "/etc/ring-config"
 DEFAULT_TIMEOUT: Final = 600.0
@@ -103,8 +103,7 @@ class Identity:
 
 def identity_from_env(pod: str | None = None) -> Identity:
     """``pod``, else ``$POD_NAME``, else ``$HOSTNAME``, else the host name; plus ``$POD_UID``, ``$POD_IP``."""
-    name = pod or os.environ.get("POD_NAME") or os.environ.get("HOSTNAME") or socket.gethostname()
-    return Identity(pod=name, uid=os.environ.get("POD_UID", ""), ip=os.environ.get("POD_IP", ""))
+    return Identity(pod=pod_name(pod), uid=os.environ.get(POD_UID_ENV, ""), ip=os.environ.get(POD_IP_ENV, ""))
 
 
 @dataclass(frozen=True, slots=True)

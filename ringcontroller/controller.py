@@ -37,9 +37,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from functools import partial
-from typing import Any
+from typing import Any, Final
 
 import structlog
 from kubernetes_asyncio.client import ApiClient
@@ -53,6 +54,8 @@ from model.kinds import KINDS, WorkloadKind
 from model.pod import pod_record
 from model.records import ConfigMapRecord, JobKey, PodRecord, WorkloadRecord
 from model.serving import serving_workload
+from ranktable.backoff import Backoff
+from ranktable.clusterspec import STATUS_COMPLETED
 from ringcontroller import kube
 from ringcontroller.metrics import REGISTRY, reconcile_metrics, spec_metrics
 from ringcontroller.options import Options
@@ -62,6 +65,8 @@ from ringcontroller.workqueue import ShutDown, WorkQueue
 log = structlog.get_logger()
 
 QUEUE_NAME = "ring-controller"
+#: Discovery retries: first and longest delay (seconds), doubling, no jitter.
+DISCOVERY_BACKOFF: Final = (1.0, 30.0)
 
 
 def _handlers(on_change: Any) -> dict[str, Any]:
@@ -206,7 +211,7 @@ class Controller:
         API server is unreachable); a CRD installed later needs a restart.
         """
         served: dict[str, set[str]] = {}
-        delay = 1.0
+        backoff = Backoff(initial=DISCOVERY_BACKOFF[0], cap=DISCOVERY_BACKOFF[1], jitter=0.0, reset_after=math.inf)
         groups = {f"{k.group}/{k.version}" for k in KINDS} | {f"{trainjob.GROUP}/{trainjob.VERSION}"}
         while True:
             try:
@@ -218,9 +223,9 @@ class Controller:
                         served[gv] = set()
                 break
             except Exception as e:  # noqa: BLE001 - unreachable API server: keep trying
+                delay = backoff.next_delay()
                 log.warning("discovery.failed", error=str(e), retry_in=delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
         for kind in KINDS:
             if kind.plural not in served.get(f"{kind.group}/{kind.version}", set()):
                 del self.workloads[kind.short]
@@ -286,7 +291,7 @@ class Controller:
 
     def _note_status(self, key: JobKey) -> None:
         status = self.agent.status(key)
-        if status is None or status == "completed":
+        if status is None or status == STATUS_COMPLETED:
             self._incomplete_since.pop(key, None)
         else:
             self._incomplete_since.setdefault(key, time.monotonic())

@@ -25,8 +25,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import os
-import socket
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
@@ -38,6 +36,7 @@ from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry
 
 from agent.api import ApiError, Json, NotFound
+from ranktable.podenv import pod_name
 from ringcontroller.metrics import client_metrics
 
 __all__ = [
@@ -289,7 +288,7 @@ class RestKubeAPI:
     def __init__(self, client: ApiClient, *, registry: CollectorRegistry | None = None) -> None:
         self._client = client
         self._registry = registry
-        self._instance = os.environ.get("POD_NAME") or socket.gethostname()
+        self._instance = pod_name()
 
     async def request(
         self,

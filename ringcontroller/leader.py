@@ -45,20 +45,18 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import math
-import os
 import random
-import socket
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
 from prometheus_client import CollectorRegistry
 
 from agent.api import Conflict, NotFound
+from ranktable.podenv import pod_name, pod_namespace
 from ringcontroller.metrics import leader_metrics
 
 __all__ = [
@@ -80,8 +78,6 @@ Json = dict[str, Any]
 
 JITTER = 0.1
 """Extra random fraction (0..10 %) added to each retry period."""
-
-_SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 class RequestFunc(Protocol):
@@ -194,20 +190,13 @@ class Observation:
 
 
 def default_identity() -> str:
-    """``$POD_NAME`` (else the hostname) plus a random suffix: unique per process."""
-    base = os.environ.get("POD_NAME") or socket.gethostname()
-    return f"{base}_{uuid.uuid4()}"
+    """This pod's name (:func:`ranktable.podenv.pod_name`) plus a random suffix: unique per process."""
+    return f"{pod_name()}_{uuid.uuid4()}"
 
 
 def default_namespace() -> str:
-    """``$POD_NAMESPACE``, else the service account's namespace file, else ``default``."""
-    namespace = os.environ.get("POD_NAMESPACE")
-    if namespace:
-        return namespace
-    try:
-        return _SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
-    except OSError:
-        return "default"
+    """This pod's namespace (:func:`ranktable.podenv.pod_namespace`), else ``default``."""
+    return pod_namespace() or "default"
 
 
 class LeaderElector:

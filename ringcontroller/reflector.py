@@ -61,12 +61,12 @@ from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry
 
 from agent.api import ApiError, Gone
+from ranktable.backoff import Backoff
 from ringcontroller import kube
 from ringcontroller.kube import Json, Resource
 from ringcontroller.metrics import client_metrics
 
 __all__ = [
-    "Backoff",
     "Diff",
     "IndexFunc",
     "Mirror",
@@ -297,48 +297,6 @@ class Mirror(Generic[R]):
             handler(key, *records)
         except Exception:
             self._log.exception("handler.error", key=key)
-
-
-class Backoff:
-    """Exponential backoff with jitter that resets after a quiet period.
-
-    client-go's reflector backoff: delays start at ``initial`` (0.8 s) and
-    double up to ``cap`` (30 s); each delay gets up to ``jitter`` (100 %) of
-    itself added at random. If more than ``reset_after`` (120 s) passed since
-    the previous delay, the sequence starts again from ``initial``. Call
-    ``next_delay`` once per failure.
-    """
-
-    def __init__(
-        self,
-        *,
-        initial: float = 0.8,
-        cap: float = 30.0,
-        factor: float = 2.0,
-        jitter: float = 1.0,
-        reset_after: float = 120.0,
-        clock: Callable[[], float] = time.monotonic,
-        rand: Callable[[], float] = random.random,
-    ) -> None:
-        self._initial = initial
-        self._cap = cap
-        self._factor = factor
-        self._jitter = jitter
-        self._reset_after = reset_after
-        self._clock = clock
-        self._rand = rand
-        self._next = initial
-        self._last: float | None = None
-
-    def next_delay(self) -> float:
-        """Seconds to wait before the next attempt."""
-        now = self._clock()
-        if self._last is not None and now - self._last > self._reset_after:
-            self._next = self._initial
-        self._last = now
-        base = self._next
-        self._next = min(self._next * self._factor, self._cap)
-        return base + base * self._jitter * self._rand()
 
 
 class Reflector(Generic[R]):

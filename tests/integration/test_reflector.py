@@ -28,9 +28,10 @@ from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api
 from prometheus_client import CollectorRegistry
 
 from agent.api import Gone
+from ranktable.backoff import Backoff
 from ringcontroller import kube
 from ringcontroller.kube import CONFIGMAPS, Json, Resource
-from ringcontroller.reflector import Backoff, Reflector
+from ringcontroller.reflector import Reflector
 from ringdevcluster import Cluster
 
 pytestmark = pytest.mark.integration

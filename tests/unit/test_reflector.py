@@ -19,8 +19,9 @@ from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry
 
 from agent.api import ApiError, Conflict, Gone, NotFound
+from ranktable.backoff import Backoff
 from ringcontroller.kube import CONFIGMAPS, PODS, VOLCANO_JOBS, Json, Resource
-from ringcontroller.reflector import Backoff, Mirror, Reflector, Store, diff_records, object_key
+from ringcontroller.reflector import Mirror, Reflector, Store, diff_records, object_key
 
 
 @dataclass(frozen=True)
