@@ -45,12 +45,12 @@ class WorkloadKind:
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
-def _row(module: ModuleType) -> WorkloadKind:
+def _row(module: ModuleType, *, key_prefix: str = "") -> WorkloadKind:
     """The row of the kind that ``module`` models, from the module's own names.
 
     Every kind module defines ``SHORT``, ``KIND``, ``GROUP``, ``VERSION``,
     ``PLURAL`` and ``workload_record``; ``identify`` if its pods name it
-    (a TrainJob's pods are its JobSet's), ``KEY_PREFIX`` if it is served
+    (a TrainJob's pods are its JobSet's). ``key_prefix``: the kind is served
     under another kind's job keys.
     """
     return WorkloadKind(
@@ -61,12 +61,14 @@ def _row(module: ModuleType) -> WorkloadKind:
         plural=module.PLURAL,
         record=module.workload_record,
         identify=getattr(module, "identify", None),
-        key_prefix=getattr(module, "KEY_PREFIX", ""),
+        key_prefix=key_prefix,
     )
 
 
 VOLCANO_JOB = _row(volcano)
-TRAINJOB = _row(trainjob)
+# A TrainJob is served under its JobSet's job keys (its workload_record's
+# ``short``), so that the JobSet's pods reach it.
+TRAINJOB = _row(trainjob, key_prefix=jobset.SHORT)
 JOBSET = _row(jobset)
 DEPLOYMENT = _row(deployment)
 

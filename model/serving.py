@@ -19,6 +19,7 @@ its caches.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from model import trainjob
 from model.kinds import KINDS, WorkloadKind
@@ -40,4 +41,26 @@ def serving_workload(key: JobKey, *, lookup: Lookup, runtime_nodes: RuntimeNodes
     if served is None or served.kind != trainjob.KIND:
         return served
     lender = next((r for r in found if not r.served), None)
-    return trainjob.as_served(served, jobset=lender, runtime_nodes=runtime_nodes)
+    return trainjob_as_served(served, jobset=lender, runtime_nodes=runtime_nodes)
+
+
+def trainjob_as_served(
+    record: WorkloadRecord, *, jobset: WorkloadRecord | None, runtime_nodes: RuntimeNodes
+) -> WorkloadRecord:
+    """TrainJob ``record`` completed from what it defers to (the rules above).
+
+    ``jobset`` (the JobSet it owns, if cached) gives the version: its restart
+    count. When ``record.runtime_ref`` is set (no ``numNodes`` of its own),
+    ``runtime_nodes(ref)`` gives every task's replica count; None (runtime
+    absent, invalid, or not watched) makes the record invalid.
+    """
+    if jobset is not None:
+        record = replace(record, version=jobset.version)
+    if record.runtime_ref is None:
+        return record
+    nodes = runtime_nodes(record.runtime_ref)
+    if nodes is None:
+        return replace(
+            record, error=f"ClusterTrainingRuntime {record.runtime_ref} not found or without spec.mlPolicy.numNodes"
+        )
+    return replace(record, tasks=tuple(replace(t, replicas=nodes) for t in record.tasks))

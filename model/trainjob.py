@@ -14,8 +14,6 @@ Initializer jobs (dataset, model) are not members.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from model import jobset
@@ -31,8 +29,6 @@ VERSION = TRAINER_VERSION
 API_VERSION = f"{GROUP}/{VERSION}"
 PLURAL = "trainjobs"
 RUNTIME_PLURAL = "clustertrainingruntimes"
-#: Served under its JobSet's job keys, so that the JobSet's pods reach it.
-KEY_PREFIX = jobset.SHORT
 
 
 def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord:
@@ -54,7 +50,7 @@ def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord:
         num_nodes = 0
     return workload(
         raw,
-        short=KEY_PREFIX,  # served under its JobSet's job key
+        short=jobset.SHORT,  # served under its JobSet's job key
         kind=KIND,
         api_version=API_VERSION,
         version=0,
@@ -70,25 +66,3 @@ def runtime_nodes(raw: Json) -> int | None:
     """``spec.mlPolicy.numNodes`` of a ClusterTrainingRuntime (None if absent or invalid)."""
     value = ((raw.get("spec") or {}).get("mlPolicy") or {}).get("numNodes")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-def as_served(
-    record: WorkloadRecord, *, jobset: WorkloadRecord | None, runtime_nodes: Callable[[str], int | None]
-) -> WorkloadRecord:
-    """TrainJob ``record`` completed from what it defers to (see :mod:`model.serving`).
-
-    ``jobset`` (the JobSet it owns, if cached) gives the version: its restart
-    count. When ``record.runtime_ref`` is set (no ``numNodes`` of its own),
-    ``runtime_nodes(ref)`` gives every task's replica count; None (runtime
-    absent, invalid, or not watched) makes the record invalid.
-    """
-    if jobset is not None:
-        record = replace(record, version=jobset.version)
-    if record.runtime_ref is None:
-        return record
-    nodes = runtime_nodes(record.runtime_ref)
-    if nodes is None:
-        return replace(
-            record, error=f"ClusterTrainingRuntime {record.runtime_ref} not found or without spec.mlPolicy.numNodes"
-        )
-    return replace(record, tasks=tuple(replace(t, replicas=nodes) for t in record.tasks))
