@@ -394,6 +394,7 @@ class Run:
     def __init__(self, cluster: Cluster, size: Size, seed: int, logs: Path) -> None:
         self.cluster, self.size, self.seed, self.logs = cluster, size, seed, logs
         self.k8s: Any = K8s.from_kubeconfig(cluster.kubeconfig)  # dict bodies: the stubs only name models
+        self.started: list[Controller] = []
 
     @contextlib.contextmanager
     def namespace(self, name: str) -> Iterator[World]:
@@ -414,9 +415,21 @@ class Run:
         extra: list[str] | None = None,
         pod_name: str = "",
     ) -> Controller:
-        return Controller(
+        controller = Controller(
             kubeconfig or self.cluster.kubeconfig, world.namespace, self.logs / f"{name}.log", extra, pod_name
         )
+        self.started.append(controller)
+        return controller
+
+    def stop_all(self) -> None:
+        """SIGKILL every controller a scenario left running (it failed or the run was interrupted)."""
+        for controller in self.started:
+            proc = controller.proc.proc
+            if proc is not None and proc.poll() is None:
+                with contextlib.suppress(Exception):
+                    proc.send_signal(signal.SIGCONT)  # a frozen one, too
+                    proc.kill()
+                    proc.wait(timeout=10)
 
     def mixed_jobs(self, world: World, count: int, between: Callable[[int], None]) -> list[tuple[str, str]]:
         """Create ``count`` jobs (3 of 4 Volcano, 1 of 4 Deployment); call ``between(i)`` after each."""
@@ -1027,6 +1040,10 @@ def table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="build/chaos.sh", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="the short version CI runs")
@@ -1054,14 +1071,19 @@ def main(argv: list[str] | None = None) -> int:
     run = Run(cluster, QUICK if args.quick else FULL, args.seed, logs)
     results = []
     started = time.monotonic()
-    for name in names:
-        say(f"scenario {name} (seed {args.seed}{', quick' if args.quick else ''})")
-        t0 = time.monotonic()
-        r = SCENARIOS[name](run)
-        r.notes["seconds"] = round(time.monotonic() - t0, 1)
-        say(f"{name}: {json.dumps(asdict(r))}")
-        results.append(r)
-        cluster.wait_healthy(["etcd", "kube-apiserver"])
+    # SIGTERM (a CI timeout) unwinds like Ctrl-C, so no controller outlives the run.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        for name in names:
+            say(f"scenario {name} (seed {args.seed}{', quick' if args.quick else ''})")
+            t0 = time.monotonic()
+            r = SCENARIOS[name](run)
+            r.notes["seconds"] = round(time.monotonic() - t0, 1)
+            say(f"{name}: {json.dumps(asdict(r))}")
+            results.append(r)
+            cluster.wait_healthy(["etcd", "kube-apiserver"])
+    finally:
+        run.stop_all()
     print(table(results))
     if args.json:
         args.json.write_text(
