@@ -342,6 +342,11 @@ build_image() {
         touch "$image_dir.tmp/done"
         mv "$image_dir.tmp" "$image_dir"
         built=1
+        # Each archive is a full copy (1.5 GB for the trainer): keep the two newest.
+        local old
+        for old in $(ls -dt "$cache/images/$name-"* 2>/dev/null | grep -v '\.tmp$' | tail -n +3); do
+            rm -rf "$old"
+        done
     fi
     image_ref="$cache/oci:$(cat "$image_dir/tag")"
     local dest="$out/$name-$version.tar"
