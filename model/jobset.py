@@ -3,11 +3,17 @@
 Each replicated job runs ``replicas`` Jobs of ``parallelism`` pods; members
 are ranked by replicated-job order, then job index, then completion index
 (pod number ``job_index * parallelism + completion_index`` within the
-replicated job). JobSet marks pods with ``jobset.sigs.k8s.io/jobset-name``,
-``-uid``, ``replicatedjob-name``, ``job-index`` and ``restart-attempt`` (as
-labels and annotations); the Job controller adds
+replicated job); that is the order of JobSet's own ``job-global-index``.
+JobSet marks pods with ``jobset.sigs.k8s.io/jobset-name``, ``-uid``,
+``replicatedjob-name``, ``job-index`` and ``restart-attempt`` (as labels and
+annotations); the Job controller adds
 ``batch.kubernetes.io/job-completion-index``. A restart (``status.restarts``)
 plays the role of Volcano's job version: pods of older attempts never count.
+JobSet v0.12's alpha restart modes change no version: ``RestartJob``
+recreates one Job (its pods get a new ``job-restart-attempt``; they replace
+their predecessors like any new pod), and ``restartStrategy: InPlaceRestart``
+restarts containers in the pods it keeps (``in-place-restart-attempt``
+annotation, ``status.currentInPlaceRestartAttempt``), so members and spec stay.
 
 A JobSet owned by a TrainJob is not served on its own: its TrainJob is (same
 job key, so its pods reach the TrainJob's worker), and takes the JobSet's

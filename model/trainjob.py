@@ -2,14 +2,19 @@
 
 Trainer turns a TrainJob into a JobSet of the same name (owned by the
 TrainJob) from its runtime's template. Training nodes are the pods of the
-replicated job ``node``; ``numNodes`` of them (``spec.trainer.numNodes``, else
-the ClusterTrainingRuntime's ``spec.mlPolicy.numNodes``). Two layouts exist:
-one Job with ``completions = numNodes`` (custom runtimes such as TensorFlow's:
-pods ``<name>-node-0-<completion index>``) or ``numNodes`` Jobs of one pod
-(torch: ``<name>-node-<job index>-0``). In both, the node's rank is
-``job_index + completion_index`` (one of them is always 0), so the TrainJob is
-served under its JobSet's job key with one task ``node`` and ``per_job`` 1.
-Initializer jobs (dataset, model) are not members.
+replicated job ``node`` (the one labelled
+``trainer.kubeflow.org/trainjob-ancestor-step: trainer``; Trainer's runtimes
+name it ``node``); ``numNodes`` of them (``spec.trainer.numNodes``, else the
+ClusterTrainingRuntime's ``spec.mlPolicy.numNodes``). Trainer v2.0 to v2.3
+run them as one Job (``replicas`` forced to 1) with ``parallelism =
+completions = numNodes``: pods ``<name>-node-0-<completion index>``. A
+runtime may also lay them out as ``numNodes`` Jobs of one pod
+(``<name>-node-<job index>-0``). In both, the node's rank is ``job_index +
+completion_index`` (one of them is always 0), so the TrainJob is served under
+its JobSet's job key with one task ``node`` and ``per_job`` 1. Initializer
+jobs (dataset, model) are not members. Trainer v2.3 replaced the TrainJob's
+``labels``, ``annotations`` and ``podSpecOverrides`` by ``runtimePatches``
+and made ``numProcPerNode`` an integer; none of them is read here.
 """
 
 from __future__ import annotations

@@ -5,8 +5,12 @@ indexed from 0, so ranks follow the spec, never the order pods show up.
 Volcano's job controller names pods ``<job>-<task>-<index>`` and marks them
 with ``volcano.sh/job-name``, ``volcano.sh/task-spec``, ``volcano.sh/job-version``
 (and, in newer releases, ``volcano.sh/task-index``), as labels or annotations
-depending on the release: both are read. A restart (``RestartJob``) bumps
-``status.version``; pods of older versions never count.
+depending on the release: both are read (v1.10 to v1.15: job-version is an
+annotation only, the others both). A restart (``RestartJob``) bumps
+``status.version``; pods of older versions never count. ``RestartTask``,
+``RestartPod`` (since v1.11) and ``RestartPartition`` (v1.14) recreate pods
+under their names at the same version: a replacement takes its
+predecessor's slot.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -98,6 +99,42 @@ def test_repository_wrapper_modules_are_found_and_versioned() -> None:
     for module in build.MODULES:
         text = (source / module.name / "go.mod").read_text()
         assert build.module_version(text, module.requirement).startswith("v")
+
+
+def test_replace_with_directory_repoints_one_pinned_replace() -> None:
+    go_mod = (
+        "module x\n\nrequire volcano.sh/volcano v1.15.1\n\nreplace (\n"
+        "\tk8s.io/api => k8s.io/api v0.35.3\n\tvolcano.sh/apis => volcano.sh/apis v1.14.0\n)\n"
+    )
+    text, version = build.replace_with_directory(go_mod, "volcano.sh/apis", Path("/c/src/volcano/volcano.sh/apis"))
+    assert version == "v1.14.0"
+    assert text == go_mod.replace(
+        "volcano.sh/apis => volcano.sh/apis v1.14.0", "volcano.sh/apis => /c/src/volcano/volcano.sh/apis"
+    )
+    single = "module x\n\nreplace volcano.sh/apis => volcano.sh/apis v1.14.0\n"
+    assert (
+        build.replace_with_directory(single, "volcano.sh/apis", Path("/d"))[0]
+        == "module x\n\nreplace volcano.sh/apis => /d\n"
+    )
+    with pytest.raises(build.BuildError):
+        build.replace_with_directory("module x\n\nrequire volcano.sh/apis v1.14.0\n", "volcano.sh/apis", Path("/d"))
+
+
+def test_patched_wrapper_pins_its_dependency_and_hashes_the_patch(tmp_path: Path) -> None:
+    volcano = build.ADDON_MODULES["volcano"]
+    assert volcano.patches, "volcano.sh/apis is patched (the proxy serves no release after v1.14.0)"
+    source = build.find_source_dir()
+    go_mod = (source / "volcano" / "go.mod").read_text()
+    for patch in volcano.patches:
+        build.replace_with_directory(go_mod, patch.module, tmp_path)  # raises if not pinned by a replace
+        for _, name in patch.files:
+            assert (source / "volcano" / name).is_file()
+    copy = tmp_path / "devcluster"
+    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("ringdevcluster", "__pycache__"))
+    key = build._plan(volcano, copy).key
+    overlay = copy / "volcano" / volcano.patches[0].files[0][1]
+    overlay.write_text(overlay.read_text() + "\n// changed\n")
+    assert build._plan(volcano, copy).key != key
 
 
 def test_cache_dir_honours_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -225,8 +225,9 @@ def test_volcano_job_via_volcano_completes_and_follows_a_restart(
 ) -> None:
     manifest = volcano_job("vc", tasks=[("chief", 1), ("worker", 2)], template=pod_template(port=4100))
     # Written out as Volcano's admission webhook (not run here) would default
-    # it: Volcano's scheduler places the gang of 3; restarts allowed (with the
-    # default maxRetry 0 the first restart fails the job).
+    # it: Volcano's scheduler places the gang of 3; restarts allowed (maxRetry 3,
+    # also the CRD's default since Volcano 1.11; 0 would fail the job at its
+    # first restart).
     manifest["spec"].update(schedulerName="volcano", maxRetry=3)
     job = create_volcano_job(k8s, namespace, manifest)
     first = wait_spec(k8s, namespace, "rings-config-vc", timeout=60)
@@ -241,10 +242,23 @@ def test_volcano_job_via_volcano_completes_and_follows_a_restart(
         pod = pods[m["pod"]]
         assert pod.spec.scheduler_name == "volcano" and pod.metadata.owner_references[0].kind == "Job"
         assert m["uid"] == pod.metadata.uid and m["ip"] == pod.status.pod_ip and m["port"] == 4100
-    (group,) = k8s.custom.list_namespaced_custom_object("scheduling.volcano.sh", "v1beta1", namespace, "podgroups")[
-        "items"
-    ]
-    assert group["spec"]["minMember"] == 3 and group["status"]["phase"] == "Running"
+    # The scheduler moves the PodGroup from Inqueue to Running in a later session
+    # (Volcano 1.15: often after the pods already run and the spec is complete).
+    group = wait_for(
+        lambda: next(
+            (
+                g
+                for g in k8s.custom.list_namespaced_custom_object(
+                    "scheduling.volcano.sh", "v1beta1", namespace, "podgroups"
+                )["items"]
+                if (g.get("status") or {}).get("phase") == "Running"
+            ),
+            None,
+        ),
+        timeout=30,
+        what="the job's PodGroup Running",
+    )
+    assert group["spec"]["minMember"] == 3
 
     # RestartJob, the way `vcctl job restart` asks for it: a bus.volcano.sh Command.
     uid = job["metadata"]["uid"]

@@ -17,7 +17,8 @@ run on loopback:
   cluster check ring-controller against what production clusters run.
 * **Webhooks are served, not skipped.** JobSet defaults every JobSet in its
   mutating webhook (Indexed completion mode, success and startup policies,
-  DNS hostnames) and Trainer validates its objects. A loopback API server
+  DNS hostnames); Trainer defaults TrainJobs (the time of each runtime
+  patch) and validates its objects. A loopback API server
   cannot reach a webhook through a Service (there is no kube-proxy), so each
   webhook is registered by URL (``https://127.0.0.1:<port>/<path>``, paths
   and rules taken from the product's own webhook manifest) with the cluster
@@ -35,8 +36,10 @@ run on loopback:
   Volcano's admission webhooks are not run (its webhook manager only fills
   the CA bundle of webhook registrations that exist solely as Helm
   templates): jobs must be written out as that webhook would default them
-  (``schedulerName: volcano``, ``queue``, ``minAvailable``, ``maxRetry: 3``;
-  with ``maxRetry`` unset, 0, a job's first restart fails it).
+  (``schedulerName: volcano``, ``minAvailable`` and each task's
+  ``minAvailable``). The Job CRD itself defaults ``maxRetry: 3`` (since
+  v1.11; before, an unset ``maxRetry``, 0, failed a job at its first
+  restart) and ``queue: default`` (since v1.14).
 * Every process binds to 127.0.0.1 only, runs with leader election off and
   authenticates with a client certificate in ``system:masters`` (a dev
   cluster: the products' RBAC roles are not what is under test).
@@ -427,7 +430,10 @@ def objects(
             out.append((f"{_WEBHOOK_PATHS[config['kind']]}/{config['metadata']['name']}", config))
     elif name == "trainer":
         manifest = _assets(binaries, addon) / "manifests/base/webhook/manifests.yaml"
-        names = {"ValidatingWebhookConfiguration": "validator.trainer.kubeflow.org"}
+        names = {  # the names upstream's entry point gives them
+            "MutatingWebhookConfiguration": "defaulter.trainer.kubeflow.org",  # since v2.3: TrainJob runtimePatches
+            "ValidatingWebhookConfiguration": "validator.trainer.kubeflow.org",
+        }
         for config in _webhooks_by_url(manifest, names=names, port=ports["trainer-webhook"], ca=ca):
             out.append((f"{_WEBHOOK_PATHS[config['kind']]}/{config['metadata']['name']}", config))
     elif name == "volcano":

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import re
 import shlex
@@ -50,6 +51,7 @@ __all__ = [
     "BuildError",
     "Module",
     "MODULES",
+    "Patch",
     "binary_paths",
     "cache_dir",
     "cache_key",
@@ -57,6 +59,7 @@ __all__ = [
     "find_source_dir",
     "module_version",
     "modules_for",
+    "replace_with_directory",
 ]
 
 # The Kubernetes release is stamped into the binaries (``--version``, the
@@ -69,6 +72,24 @@ class BuildError(RuntimeError):
 
 
 @dataclasses.dataclass(frozen=True)
+class Patch:
+    """Files added to a dependency the Go module proxy serves only at an older release.
+
+    The wrapper's ``go.mod`` replaces ``module`` by a published version
+    (``module => module vX.Y.Z``), which ``go mod tidy`` and ``go list`` use
+    as they are. For the build only, that release is copied out of the module
+    cache into ``<cache>/src/<wrapper>/<module>`` (a fixed path, so Go's build
+    cache stays valid), ``files`` (``{path in the module: file in the wrapper
+    directory}``) are added, and ``go build -modfile`` reads a copy of
+    ``go.mod`` whose replace points at that directory. ``go build -overlay``
+    cannot do this: it refuses files under GOMODCACHE.
+    """
+
+    module: str
+    files: tuple[tuple[str, str], ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class Module:
     """One wrapper Go module and the binaries it produces.
 
@@ -77,7 +98,8 @@ class Module:
     ``binaries`` are the file names ``go build -o DIR/`` leaves in DIR;
     ``assets`` are glob patterns, relative to the source of ``requirement``,
     of files copied into ``<entry>/assets/`` (same relative paths);
-    ``cold_minutes`` is the rough cold build time on 2 cores, for progress.
+    ``cold_minutes`` is the rough cold build time on 2 cores, for progress;
+    ``patches`` add files to a dependency (see :class:`Patch`).
     """
 
     name: str
@@ -86,6 +108,7 @@ class Module:
     binaries: tuple[str, ...]
     assets: tuple[str, ...] = ()
     cold_minutes: int = 5
+    patches: tuple[Patch, ...] = ()
 
     def ldflags(self, version: str) -> str:
         """The ``-ldflags`` value for this module at ``version``."""
@@ -158,6 +181,18 @@ ADDON_MODULES: dict[str, Module] = {
             binaries=("controller-manager", "scheduler"),
             assets=("config/crd/volcano/bases/*.yaml",),
             cold_minutes=8,
+            # volcano.sh/apis v1.15.1 is not on the proxy; v1.14.0 lacks one constant.
+            patches=(
+                Patch(
+                    module="volcano.sh/apis",
+                    files=(
+                        (
+                            "pkg/apis/scheduling/v1beta1/ringdevcluster_queue_allocation_gate.go",
+                            "queue_allocation_gate.go.overlay",
+                        ),
+                    ),
+                ),
+            ),
         ),
         Module(
             name="trainer",
@@ -276,6 +311,11 @@ def _plan(module: Module, source_root: Path) -> _Plan:
     }
     if "go.mod" not in files:
         raise BuildError(f"the wrapper module {source} has no go.mod; is the checkout complete?")
+    for patch in module.patches:
+        for target, name in patch.files:
+            if not (source / name).is_file():
+                raise BuildError(f"the wrapper module {source} has no {name} (a patch of {patch.module})")
+            files[f"patch:{patch.module}/{target}"] = (source / name).read_bytes()
     version = module_version(files["go.mod"].decode(), module.requirement)
     # The asset patterns decide what the entry holds, so they are part of its key.
     argv = [*module.build_args(version, Path("OUT")), *(f"asset:{a}" for a in module.assets)]
@@ -310,6 +350,47 @@ def _copy_assets(plan: _Plan, out_dir: Path, env: dict[str, str]) -> int:
     return copied
 
 
+def replace_with_directory(go_mod: str, module: str, directory: Path) -> tuple[str, str]:
+    """``go_mod`` (file text) with its ``module => module vX`` replace pointing at ``directory``
+    instead, and that ``vX``. Raises :class:`BuildError` when ``go_mod`` has no such replace."""
+    path = re.escape(module)
+    pattern = rf"^([ \t]*(?:replace[ \t]+)?){path}[ \t]+=>[ \t]+{path}[ \t]+(v\S+)[ \t]*$"
+    match = re.search(pattern, go_mod, flags=re.MULTILINE)
+    if match is None:
+        raise BuildError(f"go.mod must replace {module} by a published version ({module} => {module} vX.Y.Z)")
+    text = f"{go_mod[: match.start()]}{match.group(1)}{module} => {directory}{go_mod[match.end() :]}"
+    return text, match.group(2)
+
+
+def _patched_modfile(plan: _Plan, *, root: Path, env: dict[str, str]) -> Path:
+    """Apply ``plan.module.patches`` (see :class:`Patch`); return the ``go.mod`` for ``go build -modfile``."""
+    work = root / "src" / plan.module.name
+    go_mod = (plan.source / "go.mod").read_text()
+    for patch in plan.module.patches:
+        target = work / patch.module
+        go_mod, version = replace_with_directory(go_mod, patch.module, target)
+        proc = subprocess.run(
+            ["go", "mod", "download", "-json", f"{patch.module}@{version}"],
+            cwd=plan.source, env=env, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        try:
+            origin = Path(json.loads(proc.stdout)["Dir"])
+        except (ValueError, KeyError, TypeError):
+            raise BuildError(f"cannot download {patch.module}@{version}: {proc.stdout}{proc.stderr}") from None
+        shutil.rmtree(target, ignore_errors=True)
+        # Module cache files are read-only: copy contents, then open the directories.
+        shutil.copytree(origin, target, copy_function=shutil.copyfile)
+        for directory in [target, *(p for p in target.rglob("*") if p.is_dir())]:
+            directory.chmod(0o755)
+        for name, source in patch.files:
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(plan.source / source, target / name)
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "go.mod").write_text(go_mod)
+    shutil.copyfile(plan.source / "go.sum", work / "go.sum")  # -modfile X.mod reads X.sum
+    return work / "go.mod"
+
+
 def _format_elapsed(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
@@ -333,6 +414,12 @@ def _build(plan: _Plan, *, root: Path, say: Callable[[str], None]) -> None:
     env = dict(os.environ)
     # VCS stamping would make the link step depend on the checkout's git state.
     env["GOFLAGS"] = " ".join(filter(None, [env.get("GOFLAGS", ""), "-buildvcs=false"]))
+    if plan.module.patches:
+        try:
+            argv = [*argv[:2], f"-modfile={_patched_modfile(plan, root=root, env=env)}", *argv[2:]]
+        except BaseException:
+            shutil.rmtree(tmp_out, ignore_errors=True)
+            raise
     say(f"building {plan.module.name} {plan.version} ({', '.join(plan.module.binaries)}); log: {log_path}")
     started = time.monotonic()
     compiled = 0

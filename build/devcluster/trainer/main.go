@@ -3,18 +3,22 @@
 // ring-devcluster.
 //
 // Upstream's cmd/trainer-controller-manager builds with this module too, but
-// its wiring assumes a pod in a real cluster: an in-process certificate
-// rotator that keeps a CA in a Secret in kubeflow-system, issues a serving
-// certificate only for the webhook Service's DNS name and writes it to the
-// fixed directory /tmp/k8s-webhook-server/serving-certs, and a webhook server
-// on all interfaces. A loopback API server cannot route to a Service (no
-// kube-proxy), so webhooks must be called by URL at 127.0.0.1, with a
-// certificate for that address. This entry point therefore differs only in
-// that wiring: the serving certificate comes from --webhook-cert-dir (issued
-// by the cluster CA), the webhook server binds --webhook-host, metrics are
-// off. The runtimes, the TrainJob/runtime controllers and the validating
-// webhooks are upstream's own (runtimecore.New, controller.SetupControllers,
-// webhooks.Setup).
+// its wiring assumes a pod in a real cluster. Since v2.3.0 its configuration
+// file can switch the in-process certificate rotator off and set the webhook
+// host and port, yet not the directory the webhook server reads its
+// certificate from (controller-runtime's default under $TMPDIR), and with the
+// rotator on it keeps a CA in a Secret in kubeflow-system and issues a serving
+// certificate only for the webhook Service's DNS name. A loopback API server
+// cannot route to a Service (no kube-proxy), so webhooks must be called by URL
+// at 127.0.0.1, with a certificate for that address. This entry point
+// therefore differs only in that wiring: the configuration is upstream's
+// defaults (config.Load without a file: client QPS, runtimes' settings), the
+// serving certificate comes from --webhook-cert-dir (issued by the cluster
+// CA), the webhook server binds --webhook-host, metrics are off, there is no
+// leader election. The runtimes, the TrainJob/runtime controllers and the
+// defaulting and validating webhooks are upstream's own (runtimecore.New,
+// controller.SetupControllers, webhooks.Setup). The TrainJobStatus feature
+// (alpha, off by default) and its status server are not wired.
 package main
 
 import (
@@ -25,7 +29,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlpkg "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -33,8 +36,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	schedulerpluginsv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	volcanov1beta1 "volcano.sh/apis/pkg/apis/scheduling/v1beta1"
 
+	configapi "github.com/kubeflow/trainer/v2/pkg/apis/config/v1alpha1"
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
+	"github.com/kubeflow/trainer/v2/pkg/config"
 	"github.com/kubeflow/trainer/v2/pkg/controller"
 	runtimecore "github.com/kubeflow/trainer/v2/pkg/runtime/core"
 	"github.com/kubeflow/trainer/v2/pkg/webhooks"
@@ -58,24 +64,34 @@ func main() {
 		fail(nil, "--webhook-cert-dir is required")
 	}
 
+	// The same scheme as upstream's entry point (Volcano's PodGroup for its
+	// gang-scheduling plugin, the configuration API for the defaults below).
 	scheme := apiruntime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(configapi.AddToScheme(scheme))
 	utilruntime.Must(trainer.AddToScheme(scheme))
 	utilruntime.Must(jobsetv1alpha2.AddToScheme(scheme))
 	utilruntime.Must(schedulerpluginsv1alpha1.AddToScheme(scheme))
+	utilruntime.Must(volcanov1beta1.AddToScheme(scheme))
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
-		Scheme:                 scheme,
-		Client:                 client.Options{Cache: &client.CacheOptions{Unstructured: true}},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		WebhookServer:          webhook.NewServer(webhook.Options{Host: *webhookHost, Port: *webhookPort, CertDir: *certDir}),
-		HealthProbeBindAddress: *probeAddr,
-	})
+	// Upstream's defaults, then the loopback wiring in place of theirs.
+	options, cfg, err := config.Load(scheme, "")
+	if err != nil {
+		fail(err, "unable to load the default configuration")
+	}
+	options.Metrics = metricsserver.Options{BindAddress: "0"}
+	options.WebhookServer = webhook.NewServer(webhook.Options{Host: *webhookHost, Port: *webhookPort, CertDir: *certDir})
+	options.HealthProbeBindAddress = *probeAddr
+	options.LeaderElection = false
+
+	restCfg := ctrl.GetConfigOrDie()
+	config.ApplyClientConnection(restCfg, &cfg)
+	mgr, err := ctrl.NewManager(restCfg, options)
 	if err != nil {
 		fail(err, "unable to create the manager")
 	}
 	ctx := ctrl.SetupSignalHandler()
-	runtimes, err := runtimecore.New(ctx, mgr.GetClient(), mgr.GetFieldIndexer())
+	runtimes, err := runtimecore.New(ctx, mgr.GetClient(), mgr.GetFieldIndexer(), &cfg)
 	if err != nil {
 		fail(err, "unable to initialise the runtimes")
 	}
