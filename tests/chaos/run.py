@@ -400,6 +400,14 @@ class Run:
     def namespace(self, name: str) -> Iterator[World]:
         ns = f"chaos-{name}-{secrets.token_hex(3)}"
         self.k8s.core.create_namespace({"metadata": {"name": ns}})
+        # Pods are refused until the controller-manager made the namespace's default ServiceAccount.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                self.k8s.core.read_namespaced_service_account("default", ns)
+                break
+            except ApiException:
+                time.sleep(0.1)
         rng = random.Random(f"{self.seed}-{name}")
         try:
             yield World(self.cluster, self.k8s, ns, rng)
