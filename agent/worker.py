@@ -112,6 +112,10 @@ class JobWorker:
         self._hccl_version = hccl_version
         self._touch_pods = touch_pods
         self._touch_forbidden: int | None = None  # epoch whose touches got 403
+        # pod uid -> (epoch we wrote, the value the pod showed then): an informer copy
+        # still showing that old value is an event from before our patch, not a reason
+        # to patch again; any other value (someone changed it) is.
+        self._touched: dict[str, tuple[str, str]] = {}
         self.written: Written | None = None
         self.status: JobStatus = STATUS_UNSETTLED
         self._reported: set[tuple[str, str]] = set()
@@ -275,7 +279,12 @@ class JobWorker:
             return
         epoch = str(spec.epoch)
         members = {m.uid for m in spec.members}
-        stale = [p for p in pods if p.uid in members and p.epoch_seen != epoch]
+        stale = [
+            p
+            for p in pods
+            if p.uid in members and p.epoch_seen != epoch and self._touched.get(p.uid) != (epoch, p.epoch_seen)
+        ]
+        self._touched = {uid: seen for uid, seen in self._touched.items() if uid in members}
         if not stale:
             return
         gate = asyncio.Semaphore(TOUCH_CONCURRENCY)
@@ -292,6 +301,7 @@ class JobWorker:
                     if e.status == 403:
                         return "forbidden"
                     raise
+                self._touched[pod.uid] = (epoch, pod.epoch_seen)
                 return "ok"
 
         results = await asyncio.gather(*(touch(p) for p in stale), return_exceptions=True)

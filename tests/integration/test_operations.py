@@ -433,7 +433,8 @@ def test_shipped_rbac_runs_the_full_flow_and_forbids_everything_else(
             ),
             what="every member annotated with the epoch",
         )
-        assert proc.metric("ringcontroller_pod_touches_total", result="ok") == 3
+        touched = proc.metric("ringcontroller_pod_touches_total", result="ok")
+        assert touched is not None and touched >= 3
 
         try:
             secret = k8s.core.create_namespaced_secret(namespace, {"metadata": {"name": "s"}, "stringData": {"k": "v"}})

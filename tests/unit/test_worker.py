@@ -197,7 +197,23 @@ async def test_completed_spec_annotates_every_member_once_with_its_epoch() -> No
     assert api.touches == []  # every pod shows the epoch: no call
 
 
-async def test_a_touch_not_seen_yet_is_made_again_by_a_later_sync() -> None:
+async def test_a_failed_touch_is_made_again_by_a_later_sync() -> None:
+    api = MemoryAPI()
+    raw, wl = _job(2)
+    w = JobWorker(api=api)
+    pods = _pods(raw, 2)
+    api.pod_error = {pods[1].name: ApiError(500, "InternalError", "etcd timeout")}
+    with pytest.raises(ApiError):
+        await w.sync(wl, pods, None)
+    epoch = _spec(api)["epoch"]
+    api.touches.clear()
+    api.pod_error = {}
+    # The informer shows the first pod annotated, the second not: only the second is asked again.
+    await w.sync(wl, [*_shown(pods[:1], epoch), pods[1]], api.record("ns", "rings-config-j"))
+    assert [t[0] for t in api.touches] == [pods[1].name]
+
+
+async def test_a_stale_copy_is_not_patched_again_but_a_changed_value_is() -> None:
     api = MemoryAPI()
     raw, wl = _job(2)
     w = JobWorker(api=api)
@@ -205,9 +221,13 @@ async def test_a_touch_not_seen_yet_is_made_again_by_a_later_sync() -> None:
     await w.sync(wl, pods, None)
     epoch = _spec(api)["epoch"]
     api.touches.clear()
-    # The informer shows the first pod annotated, the second not (the patch was lost).
-    await w.sync(wl, [*_shown(pods[:1], epoch), pods[1]], api.record("ns", "rings-config-j"))
-    assert [t[0] for t in api.touches] == [pods[1].name]
+    # An event from before our patch landed still shows no annotation: no second patch.
+    await w.sync(wl, pods, api.record("ns", "rings-config-j"))
+    assert api.touches == []
+    # Someone set another value: the epoch is written back.
+    changed = [dataclasses.replace(pods[0], epoch_seen="99"), *_shown(pods[1:], epoch)]
+    await w.sync(wl, changed, api.record("ns", "rings-config-j"))
+    assert [(t[0], t[2]) for t in api.touches] == [(pods[0].name, {"ring-controller.io/epoch": str(epoch)})]
 
 
 async def test_a_replacement_gets_the_new_epoch_and_the_survivor_too() -> None:
