@@ -92,6 +92,7 @@ def make_data(directory: Path) -> Path:
             [
                 sys.executable,
                 str(REPO / "build/examples/tensorflow/make_cifar10.py"),
+                "--out",
                 str(directory),
                 "--per-batch",
                 "64",
