@@ -236,7 +236,10 @@ def retry(fn: Callable[[], Any], *, ok: tuple[int, ...] = (), attempts: int = 12
         except ApiException as e:
             if e.status in ok:
                 return None
-            if e.status and e.status < 500 and e.status != 429:
+            # A pod is refused while the API server's cache lacks the namespace's
+            # default ServiceAccount (just made, or the server just restarted).
+            waiting_for_account = e.status == 403 and "serviceaccount" in str(e.body or "")
+            if e.status and e.status < 500 and e.status != 429 and not waiting_for_account:
                 raise
         except Exception:  # noqa: BLE001 - connection refused, timeouts while the server is down
             pass
