@@ -279,8 +279,13 @@ def test_launcher_waits_for_the_swap_then_execs_with_the_env(volume: KubeletDir)
     )
     # Wait until it reports having seen the initializing spec (its state, not a delay).
     assert proc.stderr is not None
-    seen = [proc.stderr.readline() for _ in range(2)]
-    assert "waiting: spec initializing" in seen[-1] and "members 1/2" in seen[-1], seen
+    seen: list[str] = []
+    while not any("waiting: spec initializing" in line for line in seen) and len(seen) < 20:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+    assert any("waiting: spec initializing" in line and "members 1/2" in line for line in seen), seen
     assert proc.poll() is None  # still waiting on the initializing spec
     spec = make_spec([("worker", 2)], devices=2, epoch=5)
     volume.publish_spec(spec, hccl=True)
