@@ -4,6 +4,10 @@
 # TensorFlow job whose TF_CONFIG comes from the controller, then cleans up.
 #
 #   build/demo.sh [--steps N] [--keep]
+#
+# On a machine that can run the real node (root, cgroups) it deploys the
+# controller from its image with the shipped manifests and trains on the real
+# node (build/demo_node.py); elsewhere it says why and runs the kwok demo.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,4 +23,12 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 step "pip install -e '.[tensorflow]' (TensorFlow is large: the first run takes a few minutes)"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,tensorflow]' -e build/devcluster
+# The real thing where this machine can run the dev cluster's real node (root,
+# cgroups): the shipped controller from its image, a TensorFlow job in real
+# containers. Elsewhere the kwok demo (test processes play the containers).
+if reason="$(.venv/bin/python -c 'from ringdevcluster import node; node.check_host()' 2>&1)"; then
+    step "real node available: demo with the deployed controller and real containers (build/demo_node.py)"
+    exec .venv/bin/python build/demo_node.py "$@"
+fi
+step "no real node here ($(printf '%s' "$reason" | tail -n 1)); running the kwok demo (build/demo.py)"
 exec .venv/bin/python build/demo.py --state-dir "$RING_DEVCLUSTER_STATE" "$@"
