@@ -131,7 +131,7 @@ def main() -> int:
     container["resources"] = {"requests": {"cpu": "200m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}
     container["args"] = ["python", "/app/train.py", "--steps", str(args.steps), "--result", "-"]
     container["env"] = [e for e in container["env"] if e["name"] != "EPOCHS"] + [
-        {"name": "EPOCHS", "value": "1"},
+        {"name": "EPOCHS", "value": "100"},  # --steps ends it
         {"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"},
     ]
     for volume in spec["volumes"]:
