@@ -45,10 +45,10 @@ def warnings(k8s: Any, namespace: str, name: str, reason: str) -> list[Any]:
             json.dumps(
                 {
                     "devices": [{"device_id": "0", "device_ip": "1.2.3.4", "pad": "x" * 200_000}],
-                    "server_id": "not-an-ip",
+                    "host_ip": "not-an-ip",  # server ids need not be IPs (current device plugins write uids)
                 }
             ),
-            "server_id",
+            "host_ip",
             id="200KiB-annotation",
         ),  # fmt: skip
         pytest.param(json.dumps({"devices": []}), "empty", id="no-devices"),
