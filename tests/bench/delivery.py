@@ -33,7 +33,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -44,7 +43,7 @@ from kubernetes import client, config, watch
 
 from ringdevcluster import ensure_up, node
 from tests.support import nodejobs
-from tests.support.clients import REPO, workloads_state_dir
+from tests.support.clients import workloads_state_dir
 from tests.support.controllerproc import ControllerProcess
 
 Json = dict[str, Any]
@@ -71,12 +70,6 @@ while True:
 
 def _say(msg: str) -> None:
     print(f"delivery: {msg}", file=sys.stderr, flush=True)
-
-
-def ensure_image() -> None:
-    if f"docker.io/library/{IMAGE}" not in node.image_names():
-        _say("importing the controller image (build/image.sh --controller --import)")
-        subprocess.run([str(REPO / "build" / "image.sh"), "--controller", "--import"], check=True)
 
 
 def deployment(name: str, *, mode: str) -> Json:
@@ -247,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m for m in args.modes.split(",") if m]
     state = args.state_dir or workloads_state_dir()
     cluster = ensure_up(state_dir=state, addons=("node",), say=_say)
-    ensure_image()
+    nodejobs.ensure_image(IMAGE, "--controller")
     api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     core, apps, rbac = client.CoreV1Api(api), client.AppsV1Api(api), client.RbacAuthorizationV1Api(api)
     namespace = f"delivery-{os.getpid()}"

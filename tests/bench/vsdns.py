@@ -33,7 +33,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -42,9 +41,9 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from ringdevcluster import ensure_up, node
+from ringdevcluster import ensure_up
 from tests.support import nodejobs
-from tests.support.clients import REPO, workloads_state_dir
+from tests.support.clients import workloads_state_dir
 from tests.support.controllerproc import ControllerProcess
 
 Json = dict[str, Any]
@@ -53,14 +52,6 @@ COMPONENTS = ("jobset", "trainer", "node")
 
 def _say(msg: str) -> None:
     print(f"vs-dns: {msg}", file=sys.stderr, flush=True)
-
-
-def ensure_trainer_image() -> None:
-    """Build (cached) and import the trainer image unless the node has it."""
-    if f"docker.io/library/{nodejobs.TRAINER_IMAGE}" in node.image_names():
-        return
-    _say("importing the trainer image (build/image.sh --trainer --import; the first build takes minutes)")
-    subprocess.run([str(REPO / "build" / "image.sh"), "--trainer", "--import"], check=True)
 
 
 def run_one(
@@ -227,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     kinds = [k for k in args.runtimes.split(",") if k]
     state = args.state_dir or workloads_state_dir()
     cluster = ensure_up(state_dir=state, addons=COMPONENTS, say=_say)
-    ensure_trainer_image()
+    nodejobs.ensure_image(nodejobs.TRAINER_IMAGE, "--trainer")
     api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     core, custom, rbac = client.CoreV1Api(api), client.CustomObjectsApi(api), client.RbacAuthorizationV1Api(api)
     namespace = f"vsdns-{os.getpid()}"

@@ -24,14 +24,18 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_image_config import image_conf, setup_cfg
+from tests.support.imageconf import image_conf, setup_cfg
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(os.geteuid() != 0, reason="build/image.sh needs root (mmdebstrap, chroot, runc)"),
-]
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def root() -> None:
+    """build/image.sh needs root (mmdebstrap, chroot, runc): without it these tests fail, never skip."""
+    if os.geteuid() != 0:
+        pytest.fail("build/image.sh needs root (mmdebstrap, chroot, runc); run the tests as root", pytrace=False)
 
 
 def build(flag: str) -> str:

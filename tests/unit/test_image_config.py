@@ -8,30 +8,18 @@ user 65532, read-only root) and by ``tests/integration/test_images.py``.
 
 from __future__ import annotations
 
-import configparser
 import re
-import shlex
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.support.imageconf import image_conf, setup_cfg
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
 IMAGE = BUILD / "image"
-
-
-def image_conf() -> dict[str, str]:
-    """build/image/image.conf as the shell sees it (NAME=value lines)."""
-    conf: dict[str, str] = {}
-    for line in (IMAGE / "image.conf").read_text().splitlines():
-        words = shlex.split(line, comments=True)
-        if words:
-            assert len(words) == 1 and "=" in words[0], f"not NAME=value: {line!r}"
-            name, value = words[0].split("=", 1)
-            conf[name] = value
-    return conf
 
 
 def dockerfile() -> list[tuple[str, str]]:
@@ -66,12 +54,6 @@ def only(stage: list[tuple[str, str]], instruction: str) -> str:
     values = [rest for ins, rest in stage if ins == instruction]
     assert len(values) == 1, f"expected one {instruction}, found {values}"
     return values[0]
-
-
-def setup_cfg() -> configparser.ConfigParser:
-    cfg = configparser.ConfigParser()
-    cfg.read(ROOT / "setup.cfg")
-    return cfg
 
 
 def lock_names(name: str) -> dict[str, str]:

@@ -37,27 +37,9 @@ IMAGE = "ring-controller:0.1.0"
 Json = dict[str, Any]
 
 
-def _placement_annotations() -> dict[str, str]:
-    placement = node.pod_placement()
-    selector = ",".join(f"{k}={v}" for k, v in placement["nodeSelector"].items())
-    return {
-        "scheduler.alpha.kubernetes.io/node-selector": selector,
-        "scheduler.alpha.kubernetes.io/defaultTolerations": json.dumps(placement["tolerations"]),
-    }
-
-
 def _delete_all(k8s: Any, docs: list[Json]) -> None:
-    api = k8s.api
-    from kubernetes.dynamic import DynamicClient
-
-    dynamic = DynamicClient(api)
     for doc in reversed(docs):
-        resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
-        try:
-            resource.delete(name=doc["metadata"]["name"], namespace=doc["metadata"].get("namespace"))
-        except ApiException as e:
-            if e.status != 404:
-                raise
+        nodejobs.delete(k8s.api, doc)
     wait_for(lambda: _gone(k8s), timeout=120, what=f"namespace {NAMESPACE} gone")
 
 
@@ -138,7 +120,7 @@ def test_shipped_manifests_run_two_replicas_on_the_real_node_and_fail_over(k8s: 
         {
             "metadata": {
                 "name": NAMESPACE,
-                "annotations": _placement_annotations(),
+                "annotations": node.namespace_placement(),
                 "labels": namespace_doc["metadata"]["labels"],
             }
         }
