@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Final, Literal, get_args
 
 from model.ascend import VERSION_1_2, VERSION_2_0, logical_super_pod, rank_order
 from model.keys import CONFIGMAP_DATA_LIMIT, SCALE_OUT_TYPE_LABEL
@@ -146,6 +147,181 @@ def _parse_devices(text: str) -> DeviceAnnotation | tuple[str, str]:
     return found
 
 
+#: Why a slot does or does not count (see :func:`explain`), in the order the
+#: checks run: a slot has no pod; its pod is being deleted, not Running, or
+#: Running without an IP; its port or slots rule is malformed; it wants
+#: devices and the device plugin has not annotated it yet, or the annotation
+#: is malformed or unfit for the job's rank table version; or it counts.
+SlotState = Literal[
+    "missing",
+    "deleting",
+    "not_running",
+    "no_ip",
+    "invalid_port",
+    "invalid_slots",
+    "awaiting_devices",
+    "invalid_devices",
+    "counting",
+]
+COUNTING: Final = "counting"
+SLOT_STATES: Final[tuple[SlotState, ...]] = get_args(SlotState)
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One expected member as :func:`decide` sees it: position ``rank`` in the
+    job spec's order (``task``, ``index``), the pod filling it (None: no pod),
+    its ``state`` and a one-line ``detail`` for people (the Problem's message
+    where the state is a problem)."""
+
+    rank: int
+    task: str
+    index: int
+    pod: PodRecord | None
+    state: SlotState
+    detail: str
+
+    @property
+    def counts(self) -> bool:
+        """True when the member counts towards completion."""
+        return self.state == COUNTING
+
+
+@dataclass(frozen=True, slots=True)
+class Ignored:
+    """A pod of the job that fills no slot, and why (an older job version, a
+    predecessor workload's pod, an index the spec has no room for, ...)."""
+
+    pod: PodRecord
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """Why a job's spec is (not) complete: :func:`explain`'s answer.
+
+    ``decision`` is exactly what :func:`decide` returns for the same input
+    (so status, epoch, ready count and problems are the controller's own);
+    ``slots`` every expected member in slot order; ``ignored`` the job's pods
+    that fill no slot.
+    """
+
+    decision: Decision
+    slots: tuple[Slot, ...]
+    ignored: tuple[Ignored, ...]
+
+    @property
+    def waiting(self) -> tuple[Slot, ...]:
+        """The slots that do not count (empty once every member counts)."""
+        return tuple(s for s in self.slots if not s.counts)
+
+
+def table_version(workload: WorkloadRecord, hccl_version: str = DEFAULT_CHOICE) -> str:
+    """The rank table version the job's devices must fit: the flag's, or with ``auto`` the workload's."""
+    return workload.ascend.table if hccl_version == AUTO else hccl_version
+
+
+def _check(pod: PodRecord, *, devices: bool, version: str) -> tuple[SlotState, Problem | None, DeviceAnnotation | None]:
+    """Whether a ready pod counts: its state, the Problem to report (if any), its parsed devices.
+
+    ``devices``: its task wants devices (the pod may want them on its own too).
+    One rule for :func:`decide` and :func:`explain`, so the reasons a user is
+    shown are the reasons the controller acts on.
+    """
+    if pod.port_error:
+        return "invalid_port", Problem("invalid_port", f"pod {pod.name}: {pod.port_error}"), None
+    if pod.slots_error:
+        return "invalid_slots", Problem("invalid_slots", f"pod {pod.name}: {pod.slots_error}"), None
+    if not (devices or pod.wants_devices):
+        return COUNTING, None, None
+    if pod.devices is None:
+        return "awaiting_devices", None, None  # the device plugin has not annotated it yet
+    parsed = _parse_devices(pod.devices)
+    if isinstance(parsed, tuple):
+        reason, message = parsed
+        return "invalid_devices", _device_problem(pod, reason, message), None
+    unfit = device_problem(version, parsed.devices)
+    if unfit is not None:
+        reason, message = unfit
+        return "invalid_devices", _device_problem(pod, reason, message), None
+    return COUNTING, None, parsed
+
+
+def _device_problem(pod: PodRecord, reason: str, message: str) -> Problem:
+    return Problem(f"device_{reason}", f"pod {pod.name}: invalid device annotation: {message}")
+
+
+def _unready(pod: PodRecord) -> tuple[SlotState, str]:
+    """Why a pod is not :attr:`~model.records.PodRecord.ready`, as a state and a detail."""
+    if pod.deleting:
+        return "deleting", "being deleted"
+    if pod.phase != "Running":
+        return "not_running", f"phase {pod.phase or 'unknown'}"
+    return "no_ip", "Running but has no pod IP yet"
+
+
+def explain(
+    workload: WorkloadRecord,
+    pods: Iterable[PodRecord],
+    *,
+    previous: ClusterSpec | None,
+    hccl_version: str = DEFAULT_CHOICE,
+) -> Explanation:
+    """:func:`decide`'s decision with its reasons per slot, for people (``kubectl ring describe``).
+
+    Same input, same rules (:func:`_slots` places the pods, :func:`_check`
+    judges them), so a slot shown as counting is one the controller counts.
+    Not for the controller's hot path: it builds a record per slot.
+    """
+    pods = list(pods)
+    version = table_version(workload, hccl_version)
+    task_devices = {t.name: t.wants_devices for t in workload.tasks}
+    slots: list[Slot] = []
+    placed: set[int] = set()
+    for rank, (task, index, pod) in enumerate(_slots(workload, pods)):
+        if pod is None:
+            slots.append(Slot(rank, task, index, None, "missing", "no pod for this slot"))
+            continue
+        placed.add(id(pod))
+        if not pod.ready:
+            state, detail = _unready(pod)
+        else:
+            state, problem, _ = _check(pod, devices=task_devices.get(task, False), version=version)
+            detail = problem.message if problem is not None else _detail(state)
+        slots.append(Slot(rank, task, index, pod, state, detail))
+    ignored = tuple(Ignored(p, _why_ignored(workload, p)) for p in pods if id(p) not in placed)
+    decision = decide(workload, pods, previous=previous, hccl_version=hccl_version)
+    return Explanation(decision=decision, slots=tuple(slots), ignored=ignored)
+
+
+def _detail(state: SlotState) -> str:
+    if state == "awaiting_devices":
+        return "wants devices; the device plugin has not annotated the pod yet"
+    return "counts"
+
+
+def _why_ignored(workload: WorkloadRecord, pod: PodRecord) -> str:
+    """Why ``pod`` fills no slot of ``workload`` (the negation of :func:`_slots`' rules)."""
+    if workload.owns_pods and pod.owner_uid and workload.uid and pod.owner_uid != workload.uid:
+        return f"owned by an earlier workload of this name (uid {pod.owner_uid}, the workload is {workload.uid})"
+    if pod.version is not None and pod.version != workload.version:
+        return f"job version {pod.version}; the workload is at version {workload.version}"
+    if not workload.indexed:
+        if pod.deleting or pod.phase in ("Failed", "Succeeded"):
+            return f"finished ({pod.phase})" if not pod.deleting else "being deleted"
+        return f"more pods than the {workload.expected} replicas"
+    tasks = {t.name: t for t in workload.tasks}
+    if pod.index is None:
+        return "carries no member index"
+    if pod.task not in tasks:
+        return f"task {pod.task!r} is not in the workload's spec"
+    task = tasks[pod.task]
+    position = pod.job_index * task.per_job + pod.index
+    if position >= task.replicas:
+        return f"index {position} is beyond task {pod.task}'s {task.replicas} replicas"
+    return "another pod fills the same slot (ready, then newer, wins)"
+
+
 def decide(
     workload: WorkloadRecord,
     pods: Iterable[PodRecord],
@@ -169,7 +345,7 @@ def decide(
     problems: list[Problem] = []
     wants_devices = workload.wants_devices
     task_devices = {t.name: t.wants_devices for t in workload.tasks}  # a CPU task may sit beside NPU ones
-    version = workload.ascend.table if hccl_version == AUTO else hccl_version
+    version = table_version(workload, hccl_version)
     invalid = workload.error
     scale_out = ""
     if version == VERSION_2_0 and wants_devices:
@@ -183,28 +359,11 @@ def decide(
     for rank, (task, index, pod) in enumerate(_slots(workload, pods)):
         if pod is None or not pod.ready:
             continue
-        if pod.port_error:
-            problems.append(Problem("invalid_port", f"pod {pod.name}: {pod.port_error}"))
-            continue
-        if pod.slots_error:
-            problems.append(Problem("invalid_slots", f"pod {pod.name}: {pod.slots_error}"))
-            continue
-        annotation: DeviceAnnotation | None = None
-        if task_devices.get(task) or pod.wants_devices:
-            if pod.devices is None:
-                continue  # the device plugin has not annotated it yet
-            parsed = _parse_devices(pod.devices)
-            if isinstance(parsed, tuple):
-                reason, message = parsed
-                problems.append(Problem(f"device_{reason}", f"pod {pod.name}: invalid device annotation: {message}"))
-                continue
-            unfit = device_problem(version, parsed.devices)
-            if unfit is not None:
-                reason, message = unfit
-                problems.append(Problem(f"device_{reason}", f"pod {pod.name}: invalid device annotation: {message}"))
-                continue
-            annotation = parsed
-        counting.append((rank, task, index, pod, annotation))
+        state, problem, annotation = _check(pod, devices=task_devices.get(task, False), version=version)
+        if problem is not None:
+            problems.append(problem)
+        if state == COUNTING:
+            counting.append((rank, task, index, pod, annotation))
     expected = workload.expected
     complete = expected > 0 and len(counting) == expected and not invalid
     super_pods: dict[str, str] = {}

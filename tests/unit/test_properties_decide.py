@@ -18,7 +18,7 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agent.decide import decide
+from agent.decide import decide, explain
 from model.pod import pod_record
 from model.records import PodRecord, WorkloadRecord
 from model.volcano import workload_record
@@ -195,3 +195,33 @@ def test_files_stay_under_the_size_limit_or_the_job_gets_spec_too_large(tasks: T
     if d.data is not None:
         assert sum(len(v.encode()) for v in d.data.values()) <= limit
         assert json.loads(d.data[CLUSTER_FILE])["status"] == "completed"
+
+
+#: The slot state explain() must show for a slot whose best pod is in this generated state.
+EXPLAINED = {"running": "counting", "pending": "not_running", "no_ip": "no_ip", "deleting": "deleting"}
+#: Generated states whose pods never fill a slot.
+FOREIGN = ("old_version", "stranger")
+
+
+@given(data=st.data(), tasks=tasks_st)
+def test_explain_agrees_with_decide_and_accounts_for_every_pod(data: Any, tasks: Tasks) -> None:
+    raw, wl = job(tasks)
+    slots = data.draw(population(tasks))
+    pods = build_pods(raw, slots)
+    e = explain(wl, pods, previous=None)
+    assert e.decision == decide(wl, pods, previous=None)
+    assert [(s.task, s.index) for s in e.slots] == slots_of(tasks)
+    assert sum(s.counts for s in e.slots) == e.decision.ready
+    assert (e.decision.spec.status == "completed") == (bool(e.slots) and not e.waiting)
+    # Every pod is either in its slot or ignored with a reason, never both, never lost.
+    placed = [s.pod.uid for s in e.slots if s.pod is not None]
+    assert sorted(placed + [i.pod.uid for i in e.ignored]) == sorted(p.uid for p in pods)
+    assert all(i.reason for i in e.ignored)
+    for slot, generated in zip(e.slots, slots, strict=True):
+        own = [state for state, _ in generated.pods if state not in FOREIGN]
+        if not own:
+            assert slot.state == "missing" and slot.pod is None
+        elif "running" in own:
+            assert slot.state == "counting"
+        else:
+            assert slot.state in {EXPLAINED[state] for state in own}
