@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal, get_args
 
 from model.ascend import VERSION_1_2, VERSION_2_0, logical_super_pod, rank_order
-from model.keys import CONFIGMAP_DATA_LIMIT, SCALE_OUT_TYPE_LABEL
+from model.keys import CONFIGMAP_DATA_LIMIT, MANAGED_LABEL, MANAGED_VALUE, SCALE_OUT_TYPE_LABEL
 from model.records import PodRecord, WorkloadRecord
 from ranktable.clusterspec import (
     CLUSTER_FILE,
@@ -214,6 +214,28 @@ class Explanation:
     def waiting(self) -> tuple[Slot, ...]:
         """The slots that do not count (empty once every member counts)."""
         return tuple(s for s in self.slots if not s.counts)
+
+
+def blocked(workload: WorkloadRecord, *, managed: bool, job: str | None) -> Problem | None:
+    """Why the existing ConfigMap of ``workload`` must not be written, None if it may.
+
+    ``managed``: it carries the controller's label; ``job``: the job key its
+    annotation names. A ConfigMap without the label is foreign and never
+    modified; one holding another job's spec stays that job's (two workloads
+    naming the same ConfigMap would overwrite each other's spec and move its
+    ownerReference; the first one keeps it).
+    """
+    if not managed:
+        return Problem(
+            "foreign_configmap",
+            f"ConfigMap {workload.configmap} exists without label {MANAGED_LABEL}={MANAGED_VALUE}; it is left untouched",
+        )
+    if job is not None and job != workload.key:
+        return Problem(
+            "configmap_taken",
+            f"ConfigMap {workload.configmap} holds the spec of {job}; give this workload its own rings-config volume",
+        )
+    return None
 
 
 def table_version(workload: WorkloadRecord, hccl_version: str = DEFAULT_CHOICE) -> str:

@@ -38,9 +38,9 @@ import structlog
 
 from agent import metrics
 from agent.api import ApiError, Conflict, KubeAPI, NotFound
-from agent.decide import Decision, Problem, decide
+from agent.decide import Decision, Problem, blocked, decide
 from model.configmap import configmap_body, configmap_record
-from model.keys import EPOCH_ANNOTATION, MANAGED_LABEL, MANAGED_VALUE
+from model.keys import EPOCH_ANNOTATION
 from model.records import ConfigMapRecord, PodRecord, WorkloadRecord
 from ranktable.clusterspec import CLUSTER_FILE, STATUS_COMPLETED, ClusterSpec, SpecError, Status, spec_from_json
 from ranktable.hccl import DEFAULT_CHOICE
@@ -92,16 +92,10 @@ class Untouchable(Exception):
 
 
 def _check_owner(workload: WorkloadRecord, job: str | None) -> None:
-    """Raise Untouchable when a managed ConfigMap belongs to another job.
-
-    Two workloads naming the same ConfigMap would overwrite each other's
-    spec (and move its ownerReference); the first one keeps it.
-    """
-    if job is not None and job != workload.key:
-        raise Untouchable(
-            "configmap_taken",
-            f"ConfigMap {workload.configmap} holds the spec of {job}; give this workload its own rings-config volume",
-        )
+    """Raise Untouchable when a managed ConfigMap belongs to another job (:func:`agent.decide.blocked`)."""
+    problem = blocked(workload, managed=True, job=job)
+    if problem is not None:
+        raise Untouchable(problem.reason, problem.message)
 
 
 class JobWorker:
@@ -195,12 +189,9 @@ class JobWorker:
         if raw is None:
             return None
         cm = configmap_record(raw)
-        if not cm.managed:
-            raise Untouchable(
-                "foreign_configmap",
-                f"ConfigMap {workload.configmap} exists without label {MANAGED_LABEL}={MANAGED_VALUE}; it is left untouched",
-            )
-        _check_owner(workload, cm.job)
+        problem = blocked(workload, managed=cm.managed, job=cm.job)
+        if problem is not None:
+            raise Untouchable(problem.reason, problem.message)
         return _written(cm)
 
     async def _write(self, workload: WorkloadRecord, decision: Decision, base: Written | None) -> Written:

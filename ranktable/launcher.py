@@ -46,6 +46,8 @@ executable / not found.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import shlex
@@ -175,6 +177,26 @@ def _parser() -> argparse.ArgumentParser:
         help=f"--supervise: restarts allowed before giving up with exit 4 (default {DEFAULT_MAX_RESTARTS})",
     )
     return parser
+
+
+def launch_options(argv: list[str]) -> argparse.Namespace:
+    """The options of a ``ring-launch`` command line (``argv`` after the program name), as ``main`` reads them.
+
+    For tools that show what a pod's launcher will do (``kubectl ring env``):
+    the command from the pod spec is parsed by the launcher's own parser.
+    Everything from ``--`` on is the trainer's and ignored. Raises
+    ValueError (with argparse's message) when ``main`` would exit with a
+    usage error.
+    """
+    options = argv[: argv.index("--")] if "--" in argv else list(argv)
+    errors = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(errors), contextlib.redirect_stdout(io.StringIO()):
+            return _parser().parse_args(options)
+    except SystemExit as stop:
+        raise ValueError(
+            errors.getvalue().strip().splitlines()[-1] if errors.getvalue().strip() else "--help"
+        ) from stop
 
 
 def default_hostfile_dir() -> str:

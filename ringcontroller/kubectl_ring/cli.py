@@ -1,0 +1,327 @@
+"""``kubectl-ring``: flags, the reads each command needs, exit codes.
+
+    kubectl ring get [-n NS | -A] [-o wide|json|yaml]
+    kubectl ring describe [KIND/]JOB [-n NS]
+    kubectl ring env POD [-n NS] [-c CONTAINER] [-o env|json]
+
+Reads with GET only (:mod:`~ringcontroller.kubectl_ring.api`); every failure
+is one line on stderr and a non-zero exit code (:data:`EXIT_CODES`), never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from collections.abc import Sequence
+from typing import Final
+
+from model import trainjob
+from model.keys import DEFAULT_LABEL_KEY, DEFAULT_PORT, MANAGED_LABEL, MANAGED_VALUE
+from model.kinds import KINDS
+from model.pod import pod_record
+from model.records import object_key
+from ranktable.clusterspec import PodNotInSpec, SpecError
+from ranktable.hccl import CHOICES, DEFAULT_CHOICE
+from ringcontroller.kubectl_ring import render
+from ringcontroller.kubectl_ring.api import (
+    CONFIGMAPS,
+    EVENTS,
+    PODS,
+    REQUEST_TIMEOUT,
+    Json,
+    NotServed,
+    Reader,
+    ReadError,
+    Resource,
+)
+from ringcontroller.kubectl_ring.jobs import JobView, Snapshot, find, launch_setup, pod_env, views
+
+EXIT_OK: Final = 0
+EXIT_ERROR: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_NOT_IN_SPEC: Final = 3
+EXIT_WAITING: Final = 4
+EXIT_MALFORMED: Final = 65
+EXIT_CODES: Final = f"""exit codes: {EXIT_OK} ok; {EXIT_ERROR} API server unreachable, forbidden, or no such job/pod; \
+{EXIT_USAGE} usage; env only: {EXIT_NOT_IN_SPEC} the completed spec does not list the pod, \
+{EXIT_WAITING} ring-launch would still wait, {EXIT_MALFORMED} the spec is malformed (ring-launch's codes)"""
+
+_DESCRIPTION = """\
+The ring-controller's view of training jobs, read-only: which jobs it serves,
+their spec status, and why a job's spec is not complete yet.
+
+  kubectl ring get [-n NS | -A] [-o wide|json|yaml]
+      one line per job: kind, name, spec status, epoch, members counting /
+      expected, age of the spec (its last write), ConfigMap
+  kubectl ring describe [KIND/]JOB
+      the members in rank order and, while the spec is not completed, why:
+      slots without a pod, pods not Running or without an IP, bad ports or
+      device annotations, the job's Warning Events, and what you can do
+  kubectl ring env POD [-c CONTAINER] [-o env|json]
+      what ring-launch exports in that pod (TF_CONFIG, torch, JAX, ...),
+      computed by ring-launch's own code from the ConfigMap
+
+It reads through your kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config)
+and needs only get and list on the workloads, pods, ConfigMaps and Events
+(see the README's ClusterRole). Decisions are the controller's own code run
+on what is read now; pass --label-key, --default-port and --ranktable-version
+when the controller runs with other values."""
+
+
+def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """The options every command takes, before or after the command's name.
+
+    On the subcommands their defaults are suppressed, so an option given
+    before the command is not reset by the subcommand's default.
+    """
+    group = parser.add_argument_group("cluster and controller options")
+    group.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    group.add_argument("--context", default=None, help="kubeconfig context (default: the current one)")
+    group.add_argument("-n", "--namespace", default=None, help="namespace (default: the context's, else default)")
+    group.add_argument(
+        "--label-key",
+        default=DEFAULT_LABEL_KEY,
+        help=f"the controller's --label-key: selects workloads and pods (default {DEFAULT_LABEL_KEY})",
+    )
+    group.add_argument(
+        "--default-port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"the controller's --default-port (default {DEFAULT_PORT})",
+    )
+    group.add_argument(
+        "--ranktable-version",
+        choices=CHOICES,
+        default=DEFAULT_CHOICE,
+        help=f"the controller's --ranktable-version (default {DEFAULT_CHOICE})",
+    )
+    group.add_argument(
+        "--request-timeout",
+        type=float,
+        default=REQUEST_TIMEOUT,
+        help=f"seconds per API request (default {REQUEST_TIMEOUT:g})",
+    )
+    if suppress:
+        for action in group._group_actions:
+            action.default = argparse.SUPPRESS
+
+
+def parser() -> argparse.ArgumentParser:
+    """The whole command line (``kubectl-ring --help``)."""
+    top = argparse.ArgumentParser(
+        prog="kubectl ring",
+        description=_DESCRIPTION,
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(top, suppress=False)
+    common = argparse.ArgumentParser(add_help=False)
+    _common(common, suppress=True)
+    sub = top.add_subparsers(dest="command", metavar="{get,describe,env}")
+    get = sub.add_parser("get", parents=[common], help="list the jobs the controller serves", epilog=EXIT_CODES)
+    get.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    get.add_argument("-o", "--output", choices=("wide", "json", "yaml"), default=None, help="output format")
+    describe = sub.add_parser(
+        "describe", parents=[common], help="one job: members in rank order, why it waits", epilog=EXIT_CODES
+    )
+    describe.add_argument(
+        "job", metavar="[KIND/]JOB", help="a job name, or KIND/NAME (kinds: " + ", ".join(k.short for k in KINDS) + ")"
+    )
+    env = sub.add_parser("env", parents=[common], help="what ring-launch exports in a pod", epilog=EXIT_CODES)
+    env.add_argument("pod", metavar="POD")
+    env.add_argument("-c", "--container", default=None, help="container (default: the one running ring-launch)")
+    env.add_argument(
+        "-o", "--output", choices=("env", "json"), default="env", help="like ring-launch --print (default env)"
+    )
+    return top
+
+
+def _fail(message: str, code: int = EXIT_ERROR) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; the exit code (see :data:`EXIT_CODES`)."""
+    top = parser()
+    try:
+        args = top.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as stop:  # --help (0) or a usage error argparse printed (2)
+        return int(stop.code or 0)
+    if args.command is None:
+        top.print_help(sys.stderr)
+        return EXIT_USAGE
+    if args.command == "get" and args.all_namespaces and args.namespace:
+        return _fail("-A and -n exclude each other", EXIT_USAGE)
+    try:
+        reader = Reader(kubeconfig=args.kubeconfig, context=args.context, timeout=args.request_timeout)
+    except ReadError as err:
+        return _fail(str(err))
+    try:
+        if args.command == "get":
+            return _get(reader, args)
+        if args.command == "describe":
+            return _describe(reader, args)
+        return _env(reader, args)
+    except ReadError as err:
+        return _fail(str(err))
+    except BrokenPipeError:  # | head
+        return EXIT_OK
+    finally:
+        reader.close()
+
+
+def read(reader: Reader, namespace: str | None, *, label_key: str) -> Snapshot:
+    """Every labelled workload and pod in ``namespace`` (None: all), the managed ConfigMaps and the runtimes used.
+
+    Kinds whose CRD is not installed are skipped, as the controller skips them.
+    """
+    workloads: list[tuple[str, Json]] = []
+    for kind in KINDS:
+        try:
+            items = reader.items(
+                Resource(kind.group, kind.version, kind.plural), namespace=namespace, label_selector=label_key
+            )
+        except NotServed:
+            continue
+        workloads += [(kind.short, item) for item in items]
+    runtimes: dict[str, int | None] = {}
+    for short, raw in workloads:
+        ref = ((raw.get("spec") or {}).get("runtimeRef") or {}).get("name")
+        if short == trainjob.SHORT and ref and ref not in runtimes:
+            found = reader.get(
+                Resource(trainjob.GROUP, trainjob.VERSION, trainjob.RUNTIME_PLURAL, namespaced=False), ref
+            )
+            runtimes[ref] = trainjob.runtime_nodes(found) if found is not None else None
+    pods = reader.items(PODS, namespace=namespace, label_selector=label_key)
+    configmaps: dict[str, Json] = {
+        object_key(str(cm["metadata"].get("namespace")), str(cm["metadata"].get("name"))): cm
+        for cm in reader.items(CONFIGMAPS, namespace=namespace, label_selector=f"{MANAGED_LABEL}={MANAGED_VALUE}")
+    }
+    return Snapshot(workloads=tuple(workloads), pods=tuple(pods), configmaps=configmaps, runtimes=runtimes)
+
+
+def _views(reader: Reader, namespace: str | None, args: argparse.Namespace) -> list[JobView]:
+    snapshot = read(reader, namespace, label_key=args.label_key)
+    found = _compute(snapshot, args)
+    # A job's ConfigMap missing from the managed ones may exist unlabelled (foreign): look, so it is reported.
+    extra: dict[str, Json] = dict(snapshot.configmaps)
+    for v in found:
+        key = object_key(v.workload.namespace, v.workload.configmap)
+        if v.configmap is None and key not in extra:
+            cm = reader.get(CONFIGMAPS, v.workload.configmap, namespace=v.workload.namespace)
+            if cm is not None:
+                extra[key] = cm
+    if len(extra) != len(snapshot.configmaps):
+        snapshot = Snapshot(
+            workloads=snapshot.workloads, pods=snapshot.pods, configmaps=extra, runtimes=snapshot.runtimes
+        )
+        found = _compute(snapshot, args)
+    return found
+
+
+def _compute(snapshot: Snapshot, args: argparse.Namespace) -> list[JobView]:
+    return views(
+        snapshot, label_key=args.label_key, default_port=args.default_port, hccl_version=args.ranktable_version
+    )
+
+
+def _get(reader: Reader, args: argparse.Namespace) -> int:
+    namespace = None if args.all_namespaces else (args.namespace or reader.namespace)
+    found = _views(reader, namespace, args)
+    if args.output in ("json", "yaml"):
+        sys.stdout.write(render.dump(render.get_data(found), args.output))
+        return EXIT_OK
+    if not found:
+        where = "any namespace" if namespace is None else f"namespace {namespace}"
+        print(f"No jobs labelled {args.label_key} found in {where}.", file=sys.stderr)
+        return EXIT_OK
+    sys.stdout.write(render.get_table(found, wide=args.output == "wide", all_namespaces=namespace is None))
+    return EXIT_OK
+
+
+def _one(reader: Reader, args: argparse.Namespace, ref: str, namespace: str) -> JobView | int:
+    matches = find(_views(reader, namespace, args), ref)
+    if not matches:
+        return _fail(
+            f"no job {ref!r} labelled {args.label_key} in namespace {namespace} "
+            f"(`kubectl ring get -n {namespace}` lists them)"
+        )
+    if len(matches) > 1:
+        names = ", ".join(f"{m.kind.short}/{m.workload.name}" for m in matches)
+        return _fail(f"{ref!r} names several jobs: {names}; say which with KIND/NAME", EXIT_USAGE)
+    return matches[0]
+
+
+def _describe(reader: Reader, args: argparse.Namespace) -> int:
+    namespace = args.namespace or reader.namespace
+    view = _one(reader, args, args.job, namespace)
+    if isinstance(view, int):
+        return view
+    w = view.workload
+    events = [
+        e
+        for e in reader.items(EVENTS, namespace=namespace, field_selector=f"involvedObject.name={w.name},type=Warning")
+        if (e.get("involvedObject") or {}).get("kind") == w.kind
+        and (e.get("involvedObject") or {}).get("uid") in (None, "", w.uid)
+    ]
+    events.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+    sys.stdout.write(render.describe_text(view, events=events, label_key=args.label_key))
+    return EXIT_OK
+
+
+def _env(reader: Reader, args: argparse.Namespace) -> int:
+    namespace = args.namespace or reader.namespace
+    pod = reader.get(PODS, args.pod, namespace=namespace)
+    if pod is None:
+        return _fail(f"pod {args.pod!r} not found in namespace {namespace}")
+    record = pod_record(pod, default_port=args.default_port)
+    if record.job is None:
+        return _fail(
+            f"pod {args.pod} belongs to no workload the controller serves (no Volcano, JobSet or Deployment identity)"
+        )
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    if args.label_key not in labels:
+        print(
+            f"warning: pod {args.pod} lacks the label {args.label_key}: the controller does not see it", file=sys.stderr
+        )
+    views_here = [v for v in _views(reader, namespace, args) if v.workload.key == record.job]
+    if not views_here:
+        return _fail(f"pod {args.pod} belongs to {record.job}, which is not a workload labelled {args.label_key}")
+    view = views_here[0]
+    cm_name = view.workload.configmap
+    try:
+        setup = launch_setup(pod, container=args.container)
+    except ValueError as err:
+        return _fail(str(err))
+    if setup.configmap:
+        cm_name = setup.configmap
+    configmap = reader.get(CONFIGMAPS, cm_name, namespace=namespace)
+    try:
+        result = pod_env(pod, configmap, where=f"ConfigMap {namespace}/{cm_name}", container=args.container)
+    except PodNotInSpec as err:
+        return _fail(f"ring-launch would exit {EXIT_NOT_IN_SPEC}: {err}", EXIT_NOT_IN_SPEC)
+    except SpecError as err:
+        return _fail(f"ring-launch would exit {EXIT_MALFORMED}: {err}", EXIT_MALFORMED)
+    for note in result.setup.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if result.env is None:
+        missing = "" if configmap is not None else " (the ConfigMap does not exist yet)"
+        return _fail(
+            f"ring-launch in pod {args.pod} would still wait: {result.waiting}{missing}; "
+            f"`kubectl ring describe {view.kind.short}/{view.workload.name} -n {namespace}` says why",
+            EXIT_WAITING,
+        )
+    env = result.env
+    if args.output == "json":
+        sys.stdout.write(json.dumps(env, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write("".join(f"{key}={shlex.quote(env[key])}\n" for key in sorted(env)))
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

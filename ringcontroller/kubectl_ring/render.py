@@ -1,0 +1,369 @@
+"""What ``kubectl ring`` prints: kubectl-like tables, the describe text, JSON and YAML. Pure.
+
+Every function takes :class:`~ringcontroller.kubectl_ring.jobs.JobView`
+objects (and raw Events/pods) and returns text or plain data; the CLI only
+prints. The advice in :data:`HINTS` is the one piece of knowledge that lives
+here: what a user can do about each reason a member does not count (the
+reasons themselves are :data:`agent.decide.SlotState`, the controller's).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+from agent.decide import SLOT_STATES, Slot, SlotState
+from model.keys import (
+    CONFIG_VOLUME_NAMES,
+    DEVICE_ANNOTATIONS,
+    MANAGED_LABEL,
+    MANAGED_VALUE,
+    PORT_ANNOTATION,
+    PORT_ENV,
+    PORT_NAMES,
+    SLOTS_ANNOTATION,
+    SLOTS_ENV,
+)
+from ranktable.devices import InvalidDeviceAnnotation, parse_device_annotation
+from ringcontroller.kubectl_ring.jobs import JobView, age
+
+Json = dict[str, Any]
+
+#: How each slot state reads in the STATE column.
+STATE_WORDS: Final[dict[SlotState, str]] = {
+    "counting": "counts",
+    "missing": "no pod",
+    "deleting": "terminating",
+    "not_running": "not running",
+    "no_ip": "no IP",
+    "invalid_port": "bad port",
+    "invalid_slots": "bad slots",
+    "awaiting_devices": "no devices yet",
+    "invalid_devices": "bad devices",
+}
+
+#: What the user can do about slots in each state ({pods}: the pods concerned, {job}: KIND/NAME).
+HINTS: Final[dict[SlotState, str]] = {
+    "counting": "",
+    "missing": (
+        "Slots without a pod: the workload controller has not created them (yet). "
+        "See `kubectl describe {job}` and `kubectl get events -n {namespace}` "
+        "(Volcano: the PodGroup, its queue and minAvailable; JobSet/Trainer: the child Jobs), and resource quotas."
+    ),
+    "deleting": (
+        "Terminating pods ({pods}): the workload controller replaces them; one stuck in Terminating "
+        "waits for its finalizers or for an unreachable node."
+    ),
+    "not_running": (
+        "Pods not Running ({pods}): `kubectl describe pod` says why "
+        "(unschedulable: resources, node selectors, taints, a gang waiting for room; image pulls; init containers)."
+    ),
+    "no_ip": (
+        "Running pods without an IP ({pods}): the node's network plugin has not assigned one; "
+        "see `kubectl describe pod` and the CNI on that node."
+    ),
+    "invalid_port": (
+        "Bad ports ({pods}): the port comes from a container port named "
+        + " or ".join(PORT_NAMES)
+        + f", else the annotation {PORT_ANNOTATION}, else the env {PORT_ENV}: an integer 1-65535. "
+        "Fix the pod template (or the annotation) and recreate the pods."
+    ),
+    "invalid_slots": (
+        f"Bad slots ({{pods}}): the annotation {SLOTS_ANNOTATION} (else the env {SLOTS_ENV}) must be a positive integer."
+    ),
+    "awaiting_devices": (
+        "Pods without a device annotation ({pods}): the Ascend device plugin writes "
+        + " or ".join(DEVICE_ANNOTATIONS)
+        + " once it allocated the NPUs. Is it running on their nodes, and do the pods request huawei.com/Ascend* "
+        "or huawei.com/npu?"
+    ),
+    "invalid_devices": (
+        "Bad device annotations ({pods}): written by the device plugin (or Volcano's Ascend plugin); the message "
+        "above says what is wrong. Fix the plugin (a device without an IP: its NIC configuration), or choose a rank "
+        "table that does not need what is missing (the controller's --ranktable-version)."
+    ),
+}
+
+#: What to do about the controller's problems that are not a slot's (by problem reason).
+PROBLEM_HINTS: Final[dict[str, str]] = {
+    "invalid_workload": "The workload itself is invalid (see the message): fix its spec; no spec is written until then.",
+    "too_large": "The spec exceeds the ConfigMap size limit: fewer members, or a smaller rank table version.",
+    "foreign_configmap": (
+        f"The ConfigMap exists without the label {MANAGED_LABEL}={MANAGED_VALUE}, so the controller never touches it: "
+        "delete it (the controller recreates it) or mount another one as the "
+        + " or ".join(CONFIG_VOLUME_NAMES)
+        + " volume."
+    ),
+    "configmap_taken": "Another job's spec is in that ConfigMap: give this workload its own rings-config volume.",
+    "invalid_rank_index": "The hccl/rankIndex annotations are partial, duplicate or gapped: ranks follow the job spec.",
+    "invalid_super_pod": "A super-pod-rank annotation is not an integer: fix it on the pod.",
+}
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]], *, indent: str = "") -> str:
+    """Columns padded to their widest cell, three spaces apart, as kubectl prints them."""
+    rows = [list(header), *(list(r) for r in rows)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = [indent + "   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _epoch(view: JobView) -> str:
+    return str(view.written.epoch) if view.written is not None else "-"
+
+
+def _reasons(view: JobView) -> str:
+    reasons = sorted({p.reason for p in view.problems})
+    return ",".join(reasons) if reasons else "<none>"
+
+
+def get_table(
+    found: Sequence[JobView], *, wide: bool = False, all_namespaces: bool = False, now: datetime | None = None
+) -> str:
+    """``kubectl ring get``: one line per job."""
+    header = ["KIND", "NAME", "STATUS", "EPOCH", "READY", "AGE", "CONFIGMAP"]
+    if all_namespaces:
+        header.insert(0, "NAMESPACE")
+    if wide:
+        header += ["VERSION", "RUNTIME", "LIVE", "PROBLEMS"]
+    rows = []
+    for v in found:
+        row = [
+            v.kind.short,
+            v.workload.name,
+            v.status,
+            _epoch(v),
+            f"{v.ready}/{v.workload.expected}",
+            age(v.spec_time, now=now) if v.configmap is not None else "-",
+            v.workload.configmap,
+        ]
+        if all_namespaces:
+            row.insert(0, v.workload.namespace)
+        if wide:
+            row += [str(v.workload.version), v.workload.runtime or "-", v.live, _reasons(v)]
+        rows.append(row)
+    return _table(header, rows)
+
+
+def job_data(view: JobView) -> Json:
+    """One job as plain data (``-o json|yaml``)."""
+    decided = view.explanation.decision
+    return {
+        "kind": view.workload.kind,
+        "apiVersion": view.workload.api_version,
+        "namespace": view.workload.namespace,
+        "name": view.workload.name,
+        "uid": view.workload.uid,
+        "version": view.workload.version,
+        "runtime": view.workload.runtime,
+        "status": view.status,
+        "live": view.live,
+        "epoch": view.written.epoch if view.written is not None else None,
+        "ready": view.ready,
+        "expected": view.workload.expected,
+        "configMap": view.workload.configmap,
+        "specWritten": view.spec_time or None,
+        "members": [
+            {"rank": m.rank, "task": m.task, "index": m.index, "pod": m.pod, "ip": m.ip, "port": m.port, "node": m.node}
+            for m in (view.written.members if view.written is not None else ())
+        ],
+        "waiting": [
+            {
+                "rank": s.rank,
+                "task": s.task,
+                "index": s.index,
+                "pod": s.pod.name if s.pod else None,
+                "state": s.state,
+                "detail": s.detail,
+            }
+            for s in view.explanation.waiting
+        ]
+        if decided.spec.status != "completed"
+        else [],
+        "problems": [{"reason": p.reason, "message": p.message} for p in view.problems],
+    }
+
+
+def get_data(found: Sequence[JobView]) -> Json:
+    """``kubectl ring get -o json|yaml``: a kubectl-style List."""
+    return {"apiVersion": "v1", "kind": "List", "items": [job_data(v) for v in found]}
+
+
+def dump(data: Any, output: str) -> str:
+    """``data`` as ``json`` (indented, like kubectl) or ``yaml``."""
+    if output == "json":
+        return json.dumps(data, indent=2) + "\n"
+    import yaml  # PyYAML comes with the kubernetes client
+
+    return str(yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+
+
+def _devices(text: str | None) -> str:
+    if text is None:
+        return "-"
+    try:
+        return ",".join(d.device_id for d in parse_device_annotation(text).devices) or "-"
+    except InvalidDeviceAnnotation:
+        return "invalid"
+
+
+def pod_condition(raw: Json | None) -> str:
+    """Why a pod is not Running, from its status: the unscheduled condition or a container's waiting reason."""
+    status = (raw or {}).get("status") or {}
+    for c in status.get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            return f"{c.get('reason') or 'not scheduled'}: {c.get('message') or ''}".rstrip(": ")
+    for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        waiting = (cs.get("state") or {}).get("waiting")
+        if waiting:
+            return f"container {cs.get('name')}: {waiting.get('reason')}: {waiting.get('message') or ''}".rstrip(": ")
+    return ""
+
+
+def _why(view: JobView, slot: Slot) -> str:
+    where = f"rank {slot.rank} ({slot.task} {slot.index})"
+    if slot.pod is None:
+        return f"{where}: {slot.detail}"
+    detail = slot.detail
+    if slot.state == "not_running":
+        extra = pod_condition(view.raw_pods.get(slot.pod.name))
+        detail = f"{detail}; {extra}" if extra else detail
+    if slot.detail.startswith(f"pod {slot.pod.name}: "):
+        return f"{where}: {detail}"
+    return f"{where}: pod {slot.pod.name} {detail}"
+
+
+def _event_rows(events: Sequence[Json], now: datetime | None) -> list[list[str]]:
+    rows = []
+    for e in events:
+        when = e.get("lastTimestamp") or e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or ""
+        rows.append(
+            [
+                str(e.get("type", "")),
+                str(e.get("reason", "")),
+                age(str(when), now=now),
+                str(e.get("count") or 1),
+                str(e.get("message", "")),
+            ]
+        )
+    return rows
+
+
+def describe_text(view: JobView, *, events: Sequence[Json] = (), label_key: str, now: datetime | None = None) -> str:
+    """``kubectl ring describe``: the members in rank order and, while the spec is not completed, why."""
+    w = view.workload
+    out: list[str] = []
+    ref = f"{view.kind.short}/{w.name}"
+    field = [
+        ("Name", w.name),
+        ("Namespace", w.namespace),
+        ("Kind", f"{w.kind} ({w.api_version}), {ref}"),
+        ("Runtime", f"{w.runtime or '-'} (label {label_key})"),
+        ("Job version", str(w.version)),
+        ("ConfigMap", w.configmap + ("" if view.configmap is not None else " (not created yet)")),
+    ]
+    if view.written is not None:
+        field.append(
+            ("Spec", f"{view.written.status}, epoch {view.written.epoch}, written {age(view.spec_time, now=now)} ago")
+        )
+    elif view.written_error:
+        field.append(("Spec", f"unreadable: {view.written_error}"))
+    field.append(("Members", f"{view.ready}/{w.expected} count"))
+    width = max(len(k) for k, _ in field) + 2
+    out += [f"{k + ':':<{width}}{v}" for k, v in field]
+
+    complete = view.written is not None and view.written.completed and not view.behind and view.live == "completed"
+    out.append("")
+    if complete and view.written is not None:
+        out.append("Members (rank order):")
+        rows = [
+            [
+                str(m.rank),
+                m.task,
+                str(m.index),
+                m.pod,
+                f"{m.ip}:{m.port}",
+                m.node or "-",
+                ",".join(d.device_id for d in m.devices) or "-",
+            ]
+            for m in view.written.members
+        ]
+        out.append(
+            _table(["RANK", "TASK", "INDEX", "POD", "ADDRESS", "NODE", "DEVICES"], rows, indent="  ").rstrip("\n")
+        )
+    else:
+        out.append("Members (rank order, as the controller sees them now):")
+        rows = [
+            [
+                str(s.rank),
+                s.task,
+                str(s.index),
+                s.pod.name if s.pod else "<none>",
+                f"{s.pod.ip}:{s.pod.port}" if s.pod and s.pod.ip else "-",
+                (s.pod.node if s.pod else "") or "-",
+                _devices(s.pod.devices) if s.pod else "-",
+                STATE_WORDS[s.state],
+            ]
+            for s in view.explanation.slots
+        ]
+        out.append(
+            _table(["RANK", "TASK", "INDEX", "POD", "ADDRESS", "NODE", "DEVICES", "STATE"], rows, indent="  ").rstrip(
+                "\n"
+            )
+        )
+        waiting = view.explanation.waiting
+        out.append("")
+        out.append("Why it waits:")
+        lines = [f"  {_why(view, s)}" for s in waiting]
+        for p in view.problems:
+            if not any(p.message == s.detail for s in waiting):
+                lines.append(f"  {p.message}")
+        if view.live == "completed" and view.behind:
+            lines.append(
+                "  every member counts, but the ConfigMap does not hold the completed spec yet: "
+                "the controller has not written it"
+            )
+        if w.expected == 0:
+            lines.append("  the workload expects no members")
+        out += lines or ["  nothing found: the controller should complete the spec at its next sync"]
+    if view.explanation.ignored:
+        out.append("")
+        out.append("Pods of this job that fill no slot:")
+        out += [f"  {i.pod.name}: {i.reason}" for i in view.explanation.ignored]
+    out.append("")
+    out.append("Warning Events:")
+    rows = _event_rows(events, now)
+    out.append(
+        _table(["TYPE", "REASON", "AGE", "COUNT", "MESSAGE"], rows, indent="  ").rstrip("\n") if rows else "  <none>"
+    )
+    out.append("")
+    out.append("What you can do:")
+    out += [f"  - {h}" for h in advice(view, label_key=label_key)]
+    return "\n".join(out) + "\n"
+
+
+def advice(view: JobView, *, label_key: str) -> list[str]:
+    """The hints for ``view``: one per kind of trouble found, in slot-state order."""
+    w = view.workload
+    job = f"{view.kind.short}/{w.name} -n {w.namespace}"
+    hints: list[str] = []
+    waiting = view.explanation.waiting if view.live != "completed" else ()
+    for state in SLOT_STATES:
+        pods = [s.pod.name for s in waiting if s.state == state and s.pod is not None]
+        if HINTS[state] and any(s.state == state for s in waiting):
+            hints.append(HINTS[state].format(pods=", ".join(pods) or "-", job=job, namespace=w.namespace))
+    for reason in sorted({p.reason for p in view.problems}):
+        if reason in PROBLEM_HINTS:
+            hints.append(PROBLEM_HINTS[reason])
+    if view.live == "completed" and view.behind or view.configmap is None:
+        hints.append(
+            "The controller has not written this job's spec: is ring-controller running, watching namespace "
+            f"{w.namespace} (--namespace) with --label-key {label_key}? See its logs (sync.failed, input.invalid)."
+        )
+    if not hints and view.status == "completed":
+        hints.append(
+            "Nothing: the spec is complete. `kubectl ring env POD` shows what ring-launch exports in each member."
+        )
+    return hints
