@@ -316,10 +316,9 @@ def describe_text(view: JobView, *, events: Sequence[Json] = (), label_key: str,
         waiting = view.explanation.waiting
         out.append("")
         out.append("Why it waits:")
-        lines = [f"  {_why(view, s)}" for s in waiting]
-        for p in view.problems:
-            if not any(p.message == s.detail for s in waiting):
-                lines.append(f"  {p.message}")
+        # The job's own problems first (an invalid workload explains every slot), then each slot's.
+        lines = [f"  {p.message}" for p in view.problems if not any(p.message == s.detail for s in waiting)]
+        lines += [f"  {_why(view, s)}" for s in waiting]
         if view.live == "completed" and view.behind:
             lines.append(
                 "  every member counts, but the ConfigMap does not hold the completed spec yet: "
@@ -357,7 +356,7 @@ def advice(view: JobView, *, label_key: str) -> list[str]:
     for reason in sorted({p.reason for p in view.problems}):
         if reason in PROBLEM_HINTS:
             hints.append(PROBLEM_HINTS[reason])
-    if view.live == "completed" and view.behind or view.configmap is None:
+    if view.live != "invalid" and (view.configmap is None or (view.live == "completed" and view.behind)):
         hints.append(
             "The controller has not written this job's spec: is ring-controller running, watching namespace "
             f"{w.namespace} (--namespace) with --label-key {label_key}? See its logs (sync.failed, input.invalid)."
