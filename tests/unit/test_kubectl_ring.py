@@ -1,0 +1,292 @@
+"""``kubectl ring`` on plain data: job views, tables, describe text, advice, env; the CLI's usage errors.
+
+The views must agree with the controller: the ConfigMaps here are written by
+``decide()`` itself, and the env of a pod is compared with what
+``ring-launch --print json`` prints for the same files.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.decide import SLOT_STATES, decide
+from model.configmap import configmap_body
+from model.pod import pod_record
+from model.volcano import workload_record
+from ranktable import launcher
+from ranktable.clusterspec import PodNotInSpec
+from ringcontroller.kubectl_ring import cli, render
+from ringcontroller.kubectl_ring.jobs import Snapshot, age, find, launch_setup, pod_env, views
+from tests.support.factories import jobset, pod_template, volcano_job, volcano_pod
+from tests.support.kubectlring import section, table
+
+LABEL = "ring-controller.atlas"
+NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def _job(name: str = "j", replicas: int = 2, **kw: Any) -> dict[str, Any]:
+    return volcano_job(name, namespace="ns", tasks=[("worker", replicas)], uid=f"{name}-uid", **kw)
+
+
+def _pods(job: dict[str, Any], indices: list[int], **kw: Any) -> list[dict[str, Any]]:
+    return [
+        volcano_pod(
+            job,
+            task="worker",
+            index=i,
+            uid=f"{job['metadata']['name']}-u{i}",
+            ip=f"127.1.0.{i + 1}",
+            phase="Running",
+            node="n1",
+            **kw,
+        )
+        for i in indices
+    ]
+
+
+def _written(job: dict[str, Any], pods: list[dict[str, Any]], *, at: str = "2026-12-01T11:59:00Z") -> dict[str, Any]:
+    """The ConfigMap the controller writes for these pods (decide's own data)."""
+    wl = workload_record(job, label_key=LABEL)
+    decision = decide(wl, [pod_record(p) for p in pods], previous=None)
+    assert decision.data is not None
+    body = configmap_body(namespace="ns", name=wl.configmap, job=wl.key, owner=wl.owner_reference(), data=decision.data)
+    body["metadata"]["managedFields"] = [{"manager": "ring-controller", "operation": "Update", "time": at}]
+    return body
+
+
+def _snapshot(job: dict[str, Any], pods: list[dict[str, Any]], cm: dict[str, Any] | None) -> Snapshot:
+    cms = {f"ns/{cm['metadata']['name']}": cm} if cm is not None else {}
+    return Snapshot(workloads=(("vcjob", job),), pods=tuple(pods), configmaps=cms)
+
+
+def test_a_completed_job_reads_as_the_controller_wrote_it() -> None:
+    job = _job()
+    pods = _pods(job, [0, 1])
+    (view,) = views(_snapshot(job, pods, _written(job, pods)), label_key=LABEL)
+    assert (view.status, view.live, view.behind, view.ready) == ("completed", "completed", False, 2)
+    rows = table(render.get_table([view], now=NOW))
+    assert rows == [
+        {
+            "KIND": "vcjob",
+            "NAME": "j",
+            "STATUS": "completed",
+            "EPOCH": "1",
+            "READY": "2/2",
+            "AGE": "60s",
+            "CONFIGMAP": "rings-config-j",
+        }
+    ]
+    (wide,) = table(render.get_table([view], wide=True, all_namespaces=True, now=NOW))
+    assert (wide["NAMESPACE"], wide["RUNTIME"], wide["LIVE"], wide["PROBLEMS"]) == (
+        "ns",
+        "tensorflow",
+        "completed",
+        "<none>",
+    )
+    data = render.get_data([view])["items"][0]
+    assert [(m["rank"], m["pod"], m["ip"]) for m in data["members"]] == [
+        (0, "j-worker-0", "127.1.0.1"),
+        (1, "j-worker-1", "127.1.0.2"),
+    ]
+    assert data["waiting"] == [] and data["specWritten"] == "2026-12-01T11:59:00Z"
+    text = render.describe_text(view, label_key=LABEL, now=NOW)
+    assert [r["ADDRESS"] for r in table(section(text, "Members (rank order):"))] == ["127.1.0.1:2222", "127.1.0.2:2222"]
+    assert "Nothing: the spec is complete" in text
+
+
+def test_a_pod_gone_after_completion_shows_the_live_view_and_that_the_controller_is_behind() -> None:
+    job = _job()
+    pods = _pods(job, [0, 1])
+    (view,) = views(_snapshot(job, pods[:1], _written(job, pods)), label_key=LABEL)
+    assert (view.status, view.live, view.behind) == ("completed", "initializing", True)
+    text = render.describe_text(view, label_key=LABEL, now=NOW)
+    slots = table(section(text, "Members (rank order, as the controller sees them now):"))
+    assert [(r["POD"], r["STATE"]) for r in slots] == [("j-worker-0", "counts"), ("<none>", "no pod")]
+    assert "rank 1 (worker 1): no pod for this slot" in section(text, "Why it waits:")
+
+
+def test_no_configmap_yet_is_absent_and_points_at_the_controller() -> None:
+    job = _job()
+    pods = _pods(job, [0, 1])
+    (view,) = views(_snapshot(job, pods, None), label_key=LABEL)
+    assert (view.status, view.live) == ("absent", "completed")
+    assert table(render.get_table([view], now=NOW))[0]["AGE"] == "-"
+    assert any("is ring-controller running" in h for h in render.advice(view, label_key=LABEL))
+
+
+def test_a_foreign_configmap_makes_the_job_invalid_with_the_controllers_message() -> None:
+    job = _job()
+    pods = _pods(job, [0, 1])
+    foreign = {"metadata": {"name": "rings-config-j", "namespace": "ns"}, "data": {"cluster.json": "{}"}}
+    (view,) = views(_snapshot(job, pods, foreign), label_key=LABEL)
+    assert view.status == "invalid" and [p.reason for p in view.problems] == ["foreign_configmap"]
+    assert "without label ring-controller.io/managed=true" in render.describe_text(view, label_key=LABEL, now=NOW)
+    assert any("delete it" in h for h in render.advice(view, label_key=LABEL))
+
+
+def test_a_trainjob_and_its_jobset_are_one_job_served_by_the_trainjob() -> None:
+    tj = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "tj", "namespace": "ns", "uid": "tj-uid", "labels": {LABEL: "tensorflow"}},
+        "spec": {"runtimeRef": {"name": "rt", "kind": "ClusterTrainingRuntime"}},
+    }
+    owner = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "tj", "uid": "tj-uid"}
+    js = jobset("tj", namespace="ns", replicated=[("node", 1, 3)], owner=owner, uid="js-uid")
+    snapshot = Snapshot(workloads=(("trainjob", tj), ("jobset", js)), runtimes={"rt": 3})
+    (view,) = views(snapshot, label_key=LABEL)
+    assert (view.kind.short, view.workload.expected, view.status) == ("trainjob", 3, "absent")
+    (missing,) = views(Snapshot(workloads=(("trainjob", tj),), runtimes={"rt": None}), label_key=LABEL)
+    assert missing.status == "invalid" and "ClusterTrainingRuntime rt not found" in missing.problems[0].message
+
+
+def test_every_reason_a_member_waits_has_advice() -> None:
+    assert set(render.HINTS) == set(SLOT_STATES) == set(render.STATE_WORDS)
+    assert all(render.HINTS[s] for s in SLOT_STATES if s != "counting")
+
+
+@pytest.mark.parametrize(
+    ("ref", "found"),
+    [("j", ["j"]), ("vcjob/j", ["j"]), ("Job/j", ["j"]), ("jobs/j", ["j"]), ("deploy/j", []), ("k", [])],
+    ids=["name", "short", "kind", "plural", "other-kind", "other-name"],
+)
+def test_find_by_name_or_kind_and_name(ref: str, found: list[str]) -> None:
+    job = _job()
+    assert [v.workload.name for v in find(views(_snapshot(job, [], None), label_key=LABEL), ref)] == found
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (5, "5s"),
+        (119, "119s"),
+        (125, "2m5s"),
+        (600, "10m"),
+        (3 * 3600 + 60, "3h1m"),
+        (30 * 3600, "30h"),
+        (3 * 86400, "3d"),
+    ],
+)
+def test_ages_read_like_kubectls(seconds: int, text: str) -> None:
+    then = datetime.fromtimestamp(NOW.timestamp() - seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert age(then, now=NOW) == text
+    assert age("", now=NOW) == "<unknown>"
+
+
+def _launching(
+    command: list[str], *, env: list[dict[str, str]] | None = None, mount: str = "/etc/ring-config"
+) -> dict[str, Any]:
+    template = pod_template(configmap="rings-config-j", command=command)
+    container = template["spec"]["containers"][0]
+    container["volumeMounts"][0]["mountPath"] = mount
+    if env:
+        container["env"] = env
+    return template
+
+
+@pytest.mark.parametrize(
+    ("command", "env", "config_dir", "hostfile_dir"),
+    [
+        (["ring-launch", "--", "python", "t.py"], None, "/etc/ring-config", "/tmp/ring-launch"),
+        (["/usr/bin/ring-launch", "--config-dir", "/cfg", "--hostfile-dir", "/h", "--", "x"], None, "/cfg", "/h"),
+        (["sh", "-c", "ring-launch --config-dir /cfg -- python t.py"], None, "/cfg", "/tmp/ring-launch"),
+        (
+            ["ring-launch", "--", "x"],
+            [{"name": "RING_CONFIG_DIR", "value": "/e"}, {"name": "TMPDIR", "value": "/t"}],
+            "/e",
+            "/t/ring-launch",
+        ),
+    ],
+    ids=["defaults", "flags", "sh-c", "env"],
+)
+def test_launch_setup_reads_the_pods_ring_launch_command_line(
+    command: list[str], env: list[dict[str, str]] | None, config_dir: str, hostfile_dir: str
+) -> None:
+    pod = {"spec": _launching(command, env=env, mount=config_dir)["spec"]}
+    setup = launch_setup(pod)
+    assert (setup.config_dir, setup.hostfile_dir, setup.notes) == (config_dir, hostfile_dir, ())
+
+
+def test_launch_setup_notes_a_volume_mounted_where_ring_launch_does_not_read() -> None:
+    pod = {"spec": _launching(["ring-launch", "--", "x"], mount="/elsewhere")["spec"]}
+    (note,) = launch_setup(pod).notes
+    assert "mounted at /elsewhere but ring-launch reads /etc/ring-config" in note
+    with pytest.raises(ValueError, match="no container 'sidecar'"):
+        launch_setup(pod, container="sidecar")
+
+
+def test_pod_env_is_what_ring_launch_prints_for_the_same_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("POD_NAME", "POD_UID", "POD_IP", "RING_CONFIG_DIR", "RING_HOSTFILE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    config = tmp_path / "config"
+    config.mkdir()
+    job = _job(
+        replicas=3,
+        template=_launching(["ring-launch", "--config-dir", str(config), "--", "python", "t.py"], mount=str(config)),
+    )
+    pods = _pods(job, [0, 1, 2])
+    cm = _written(job, pods)
+    for key, value in cm["data"].items():
+        (config / key).write_text(value, encoding="utf-8")
+    hosts = tmp_path / "hosts"
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    for pod in pods:
+        pod["spec"]["containers"][0]["env"] = [{"name": "RING_HOSTFILE_DIR", "value": str(hosts)}]
+        result = pod_env(pod, cm, where="ConfigMap ns/rings-config-j")
+        assert result.env is not None and result.setup.notes == ()
+        name = pod["metadata"]["name"]
+        code = launcher.main(
+            [
+                "--config-dir",
+                str(config),
+                "--pod",
+                name,
+                "--hostfile-dir",
+                str(hosts),
+                "--timeout",
+                "1",
+                "--print",
+                "json",
+            ]
+        )
+        assert code == 0
+        assert json.loads(capsys.readouterr().out) == result.env
+        assert json.loads(result.env["TF_CONFIG"])["task"] == {"type": "worker", "index": int(name[-1])}
+
+
+def test_pod_env_while_waiting_and_for_a_pod_the_spec_does_not_list() -> None:
+    job = _job()
+    pods = _pods(job, [0, 1])
+    waiting = _written(job, pods[:1])
+    result = pod_env(pods[0], waiting, where="ConfigMap ns/rings-config-j")
+    assert result.env is None and result.waiting == "spec initializing: epoch 0, members 0/2"
+    stranger = _pods(_job("other"), [0])[0]
+    with pytest.raises(PodNotInSpec):
+        pod_env(stranger, _written(job, pods), where="ConfigMap ns/rings-config-j")
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [(["--help"], 0), ([], 2), (["frobnicate"], 2), (["get", "-A", "-n", "x"], 2), (["get", "-o", "xml"], 2)],
+    ids=["help", "no-command", "unknown-command", "all-and-namespace", "bad-output"],
+)
+def test_usage_errors_exit_2(argv: list[str], code: int, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(argv) == code
+    captured = capsys.readouterr()
+    if code == 0:
+        assert "kubectl ring get" in captured.out and "exit codes" in captured.out
+    else:
+        assert "Traceback" not in captured.err and captured.err
+
+
+def test_a_missing_kubeconfig_is_one_line_and_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["get", "--kubeconfig", str(tmp_path / "none")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot load the kubeconfig") and len(err.splitlines()) == 1
