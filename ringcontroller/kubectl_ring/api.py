@@ -68,8 +68,10 @@ class Reader:
     """
 
     def __init__(self, *, kubeconfig: str | None = None, context: str | None = None, timeout: float = REQUEST_TIMEOUT):
-        from kubernetes import client, config
-
+        try:
+            from kubernetes import client, config
+        except ImportError as err:
+            raise ReadError(f"the kubernetes client is not installed ({err}): pip install ring-controller") from None
         self._timeout = timeout
         self.namespace = "default"
         try:
