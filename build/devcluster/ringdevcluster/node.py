@@ -398,6 +398,18 @@ def _kubelet_config(home: Path, *, pki: Pki, health_port: int) -> Json:
         # Images come from files, not a registry: never garbage-collect them.
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
+        # The node shares the machine's disk with builds, caches and other
+        # clusters: the default percentages (imagefs/nodefs 15%/10% free) put
+        # a big, mostly full disk under DiskPressure, which evicts pods and
+        # deletes the imported images that cannot be pulled back. Absolute
+        # floors keep the protection against a really full disk.
+        "evictionHard": {
+            "memory.available": "100Mi",
+            "nodefs.available": "2Gi",
+            "nodefs.inodesFree": "5%",
+            "imagefs.available": "2Gi",
+            "imagefs.inodesFree": "5%",
+        },
         "registerWithTaints": [NODE_TAINT],
         "rotateCertificates": False,
         "serverTLSBootstrap": False,
