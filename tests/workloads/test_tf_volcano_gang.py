@@ -15,6 +15,12 @@ no members, over an observation window; once the capability is back at the
 file's value, both members run and the spec completes, ranked by completion
 index, with the TrainJob's TF_WORKER_PORT. ``ring-launch --print json``, run
 as each pod's container would run it, shows the TF_CONFIG each worker gets.
+
+Then for real, on the real node: the same file, with requests small enough
+for its 2 cores, the data directory where the test wrote it and a step cap in
+the TrainJob's env; the namespace's placement annotations put the pods there.
+The trainer image runs the ConfigMap's script under ``ring-launch
+--from-api`` with the file's Role; both workers must train in sync.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from typing import Any
 import pytest
 from kubernetes.utils import parse_quantity
 
+from ringdevcluster import Cluster, node
 from tests.support import nodejobs
 from tests.support.controllerproc import ControllerProcess
 from tests.support.kubehelp import read_spec, wait_for, wait_spec
@@ -43,8 +50,6 @@ from tests.support.workloads import (
     podgroups,
     volcano_example,
 )
-
-pytestmark = pytest.mark.integration
 
 RING_LAUNCH = str(Path(sys.executable).with_name("ring-launch"))
 #: How long no member may run while the queue is too small (Volcano schedules every 200 ms here).
@@ -88,6 +93,7 @@ def _tf_config(kubeconfig: Path, pod: Any) -> Json:
     return config
 
 
+@pytest.mark.integration
 def test_volcano_gang_runtime_starts_all_members_or_none_and_ranks_them_by_index(
     k8s: Any, namespace: str, kubeconfig: Path, controller: ControllerProcess
 ) -> None:
@@ -191,3 +197,76 @@ def test_volcano_gang_runtime_starts_all_members_or_none_and_ranks_them_by_index
             "cluster": {"worker": workers},
             "task": {"type": "worker", "index": i},
         }
+
+
+def _script_output(text: str) -> tuple[Json | None, list[str]]:
+    """The TF_CONFIG the example script printed, and its own lines (TensorFlow's logging left out)."""
+    config = None
+    lines = []
+    for line in text.splitlines():
+        if line.startswith("TF_CONFIG="):
+            config = json.loads(line[len("TF_CONFIG=") :])
+        elif line.startswith(("strategy ready ", "epoch=", "done ")):
+            lines.append(line)
+    return config, lines
+
+
+def _why_waiting(k8s: Any, namespace: str, name: str) -> str:
+    """What holds the pods back: their containers' waiting reasons, the PodGroup's phase, the real node's taints."""
+    waiting = {
+        p.metadata.name: [(c.state.waiting.reason, c.state.waiting.message) for c in p.status.container_statuses or []
+                          if c.state and c.state.waiting]
+        for p in jobset_pods(k8s, namespace, name)
+    }  # fmt: skip
+    phases = [(g["metadata"]["name"], (g.get("status") or {}).get("phase")) for g in podgroups(k8s, namespace)]
+    taints = [t.key for t in k8s.core.read_node("real-node").spec.taints or []]
+    return f"containers waiting: {waiting}; PodGroups: {phases}; real-node taints: {taints}"
+
+
+@pytest.mark.e2e
+def test_volcano_gang_example_script_trains_in_sync_on_the_real_node(
+    k8s: Any, namespace: str, controller: ControllerProcess, workloads: Cluster
+) -> None:
+    nodejobs.ensure_image(nodejobs.TRAINER_IMAGE, "--trainer")
+    data = nodejobs.make_data(Path(workloads.state_dir) / "test-cifar10")
+    k8s.core.patch_namespace(namespace, {"metadata": {"annotations": node.namespace_placement()}})
+    docs = volcano_example(namespace)
+    queue, runtime, tj = _one(docs, "Queue"), _one(docs, "ClusterTrainingRuntime"), _one(docs, "TrainJob")
+    name, nodes = tj["metadata"]["name"], tj["spec"]["trainer"]["numNodes"]
+    pod_spec = _pod_spec(runtime)
+    (container,) = pod_spec["containers"]
+    container["resources"] = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "2Gi"}}
+    (cifar,) = (v for v in pod_spec["volumes"] if v["name"] == "cifar-data")
+    cifar["hostPath"]["path"] = str(data)
+    tj["spec"]["trainer"]["env"] += [
+        {"name": "STEPS", "value": "4"},
+        {"name": "BATCH_SIZE", "value": "16"},
+        {"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"},
+        {"name": "RING_TIMEOUT", "value": "300"},
+    ]
+    timeline = Timeline(k8s, namespace)  # the completed spec is gone once the workers have ended
+    try:
+        nodejobs.apply(k8s.api, docs)
+        try:
+            pods = nodejobs.wait_finished(k8s.core, namespace, name, nodes, timeout=400)
+        except AssertionError as err:
+            raise AssertionError(f"{err}; {_why_waiting(k8s, namespace, name)}") from None
+        texts = {w.pod: w.text for w in nodejobs.logs(k8s.core, namespace, pods)}
+    finally:
+        timeline.stop()
+        for doc in (runtime, queue):
+            nodejobs.delete(k8s.api, doc)
+    completed = [s for _, cm, s in timeline.specs if cm == f"rings-config-{name}" and s["status"] == "completed"]
+    assert all(p.status.phase == "Succeeded" for p in pods), {n: t[-1500:] for n, t in texts.items()}
+    pods.sort(key=_index)
+    assert all(p.spec.node_name == "real-node" and p.spec.scheduler_name == "volcano" for p in pods)
+    assert completed, "the controller never published a completed spec"
+    workers = [f"{p.status.pod_ip}:23456" for p in pods]
+    assert [f"{m['ip']}:{m['port']}" for m in completed[-1]["members"]] == workers
+    outputs = [_script_output(texts[p.metadata.name]) for p in pods]
+    for i, (config, lines) in enumerate(outputs):
+        assert config == {"cluster": {"worker": workers}, "task": {"type": "worker", "index": i}}, texts
+        assert lines[0] == f"strategy ready workers={nodes} task=worker:{i}", lines
+        assert lines[-1].startswith("done steps=4 weights_sha256="), lines
+    # In sync: the same all-reduced losses and the same final weights on every worker.
+    assert len({tuple(lines[1:]) for _, lines in outputs}) == 1, [lines for _, lines in outputs]
