@@ -26,9 +26,14 @@ WORKLOAD_CONTROLLERS = ("jobset", "volcano", "trainer")
 CLUSTER_ADDONS = (*WORKLOAD_CONTROLLERS, "node")
 RUNTIME_EXAMPLE = REPO / "build" / "examples" / "trainer" / "tensorflow-runtime.yaml"
 TRAINJOB_EXAMPLE = REPO / "build" / "examples" / "trainer" / "trainjob.yaml"
+#: The Volcano-gang variant: Queue, script ConfigMap, RBAC, runtime and TrainJob in one file.
+VOLCANO_RUNTIME_EXAMPLE = REPO / "build" / "examples" / "trainer" / "tensorflow-volcano-runtime.yaml"
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 JOBSET = ("jobset.x-k8s.io", "v1alpha2")
 VOLCANO = ("batch.volcano.sh", "v1alpha1")
+SCHEDULING = ("scheduling.volcano.sh", "v1beta1")
+#: The annotation Trainer's Volcano plugin reads the PodGroup's queue from.
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 
 Json = dict[str, Any]
 
@@ -137,3 +142,37 @@ def timeline_wait(timeline: Timeline, configmap: str, epoch: int) -> float:
         timeout=10,
         what=f"the watch to see {configmap} completed",
     )
+
+
+def volcano_example(namespace: str) -> list[Json]:
+    """The documents of the Volcano-gang example, ready to apply in ``namespace``.
+
+    Changed only where a shared cluster needs it: namespaced objects get
+    ``namespace``; the two cluster-scoped ones (the Queue and the
+    ClusterTrainingRuntime) get ``-<namespace>`` appended to their names, and
+    the references to them (the runtime's queue annotation, the TrainJob's
+    ``runtimeRef``) follow. Fails if the file no longer has the expected
+    objects or references.
+    """
+    docs = [d for d in yaml.safe_load_all(VOLCANO_RUNTIME_EXAMPLE.read_text()) if d]
+    by_kind: dict[str, list[Json]] = {}
+    for doc in docs:
+        by_kind.setdefault(doc["kind"], []).append(doc)
+    (queue,), (runtime,), (tj,) = by_kind["Queue"], by_kind["ClusterTrainingRuntime"], by_kind["TrainJob"]
+    annotations = runtime["spec"]["template"]["metadata"]["annotations"]
+    assert annotations[QUEUE_ANNOTATION] == queue["metadata"]["name"], "the runtime must name the example's queue"
+    assert tj["spec"]["runtimeRef"]["name"] == runtime["metadata"]["name"], "the TrainJob must name the runtime"
+    for doc in (queue, runtime):
+        doc["metadata"]["name"] = f"{doc['metadata']['name']}-{namespace}"
+    annotations[QUEUE_ANNOTATION] = queue["metadata"]["name"]
+    tj["spec"]["runtimeRef"]["name"] = runtime["metadata"]["name"]
+    for doc in docs:
+        if doc["kind"] not in ("Queue", "ClusterTrainingRuntime"):
+            doc["metadata"]["namespace"] = namespace
+    return docs
+
+
+def podgroups(k8s: Any, namespace: str) -> list[Json]:
+    """The Volcano PodGroups in ``namespace``."""
+    items: list[Json] = k8s.custom.list_namespaced_custom_object(*SCHEDULING, namespace, "podgroups")["items"]
+    return items
