@@ -242,7 +242,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "up" and not 1 <= args.nodes <= 250:
         _say("--nodes must be between 1 and 250")
         return 2
-    handlers = {"up": _up, "status": _status, "down": _down, "build": _build, "import-image": _import_image, "tools": _tools}
+    handlers = {
+        "up": _up,
+        "status": _status,
+        "down": _down,
+        "build": _build,
+        "import-image": _import_image,
+        "tools": _tools,
+    }
     try:
         return handlers[args.command](args)
     except (build.BuildError, cluster.ClusterError, PkiError, node.NodeError) as err:
