@@ -155,3 +155,12 @@ def test_pid_record_identifies_a_process_by_start_time_and_binary() -> None:
     # A recycled pid (other start time) or another program is not ours.
     assert not cluster._PidRecord(pid=pid, start_time=start + 1, binary=argv0).alive()
     assert not cluster._PidRecord(pid=pid, start_time=start, binary=sys.executable + "-other").alive()
+
+
+def test_helm_is_stamped_with_the_kubernetes_minor_of_its_k8s_modules() -> None:
+    go_mod = (build.find_source_dir() / "helm" / "go.mod").read_text()
+    client_go = build.module_version(go_mod, "k8s.io/client-go")
+    assert client_go.startswith(f"v0.{build.HELM_KUBE_MINOR}."), (client_go, build.HELM_KUBE_MINOR)
+    flags = build.ADDON_MODULES["helm"].ldflags("v3.22.0")
+    assert f"chartutil.k8sVersionMinor={build.HELM_KUBE_MINOR}" in flags
+    assert "internal/version.version=v3.22.0" in flags

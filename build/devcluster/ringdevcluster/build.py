@@ -69,6 +69,11 @@ __all__ = [
 _KUBE_VERSION_PKG = "k8s.io/component-base/version"
 
 
+#: The minor of the k8s.io modules (v0.MINOR.x) in build/devcluster/helm/go.mod:
+#: the Kubernetes version `helm template` assumes without a cluster.
+HELM_KUBE_MINOR = 37
+
+
 class BuildError(RuntimeError):
     """A binary could not be built or located; the message says what to do."""
 
@@ -135,8 +140,12 @@ class Module:
                 f"-X {_KUBE_VERSION_PKG}.gitMinor={match.group(1)}",
             ]
         if self.name == "helm":
-            # Otherwise `helm version` says only the minor line built into the source.
+            # Otherwise `helm version` says only the minor line built into the source,
+            # and `helm template`/`lint` assume Kubernetes 1.20 (as upstream's
+            # Makefile does, the version of the k8s.io modules Helm is built with).
             flags.append(f"-X helm.sh/helm/v3/internal/version.version={version}")
+            for pkg in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
+                flags += [f"-X {pkg}.k8sVersionMajor=1", f"-X {pkg}.k8sVersionMinor={HELM_KUBE_MINOR}"]
         return " ".join(flags)
 
     def build_args(self, version: str, out_dir: Path) -> list[str]:
