@@ -35,7 +35,16 @@ def test_apply_k_of_an_overlay_is_admitted(k8s: Any, kubeconfig: Path, namespace
             }
         )
     )
-    argv = [charts.tool("kubectl"), "--kubeconfig", kubeconfig, "apply", "-k", overlay, "--server-side", "--force-conflicts"]
+    argv = [
+        charts.tool("kubectl"),
+        "--kubeconfig",
+        kubeconfig,
+        "apply",
+        "-k",
+        overlay,
+        "--server-side",
+        "--force-conflicts",
+    ]
     out = charts.run([*argv, "--dry-run=server", "-o", "yaml"]).stdout
     docs = charts.documents(out)
     items = docs[0]["items"] if docs and docs[0].get("kind") == "List" else docs
