@@ -20,7 +20,10 @@ from typing import Any
 import pytest
 import yaml
 
+from model.keys import DEFAULT_LABEL_KEY, DEFAULT_PORT
+from ranktable.hccl import DEFAULT_CHOICE
 from ringcontroller.options import VERSION, parse
+from ringcontroller.options import parser as options_parser
 from tests.support import charts
 from tests.support.charts import CHART, Json, by_identity, shipped, template, without_helm_labels
 
@@ -290,3 +293,18 @@ def test_kustomize_overlay_without_the_fence_keeps_the_old_username(tmp_path: Pa
     (overlay / "kustomization.yaml").write_text(yaml.safe_dump({"resources": [str(base)], "namespace": "ml-system"}))
     (condition,) = _one(charts.kustomize(overlay), "ValidatingAdmissionPolicy")["spec"]["matchConditions"]
     assert "system:serviceaccount:ring-controller:ring-controller" in condition["expression"]
+
+
+def test_values_schema_and_comments_follow_the_daemons_flags() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())["properties"]
+    actions = {a.dest: a for a in options_parser()._actions}
+    assert set(schema["rankTableVersion"]["enum"]) == {"", *actions["ranktable_version"].choices}
+    assert set(schema["logFormat"]["enum"]) == set(actions["log_format"].choices)
+    assert set(schema["logLevel"]["enum"]) == set(actions["log_level"].choices)
+    # Empty values leave the daemon's default, which the comment names.
+    lines = {line.split(":")[0]: line for line in (CHART / "values.yaml").read_text().splitlines()}
+    assert lines["labelKey"].endswith(f"# {DEFAULT_LABEL_KEY}")
+    assert lines["defaultPort"].endswith(f"# {DEFAULT_PORT}")
+    assert lines["rankTableVersion"].endswith(f"# {DEFAULT_CHOICE}")
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert defaults["workers"] == actions["workers"].default
