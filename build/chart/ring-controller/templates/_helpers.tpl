@@ -73,3 +73,10 @@ each verb is there.
   resources: ["events"]
   verbs: ["create", "patch"]
 {{- end -}}
+
+{{/* The subject of every binding: the release's ServiceAccount. */}}
+{{- define "ring-controller.subjects" -}}
+- kind: ServiceAccount
+  name: {{ include "ring-controller.fullname" . }}
+  namespace: {{ .Release.Namespace }}
+{{- end -}}
