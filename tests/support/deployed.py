@@ -10,6 +10,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from model.keys import DEFAULT_LABEL_KEY
+
 Json = dict[str, Any]
 #: The pod label of every ring-controller replica (build/ring-controller.yaml, the chart).
 SELECTOR = "app.kubernetes.io/name=ring-controller"
@@ -58,9 +60,10 @@ def metric(ip: str, name: str) -> float | None:
     return None
 
 
-def create_workload(k8s: Any, namespace: str, name: str) -> None:
-    """A 2-replica Deployment on the kwok nodes, opted in: a deployed controller writes its spec."""
-    labels = {"app": name, "ring-controller.atlas": "tensorflow"}
+def create_workload(k8s: Any, namespace: str, name: str, *, label_key: str = DEFAULT_LABEL_KEY) -> None:
+    """A 2-replica Deployment on the kwok nodes, opted in with ``label_key``: a deployed controller
+    selecting that label writes its spec."""
+    labels = {"app": name, label_key: "tensorflow"}
     k8s.apps.create_namespaced_deployment(
         namespace,
         {

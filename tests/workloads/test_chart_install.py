@@ -5,7 +5,8 @@ operator's placement annotations, Pod Security ``restricted``, as in
 test_deployed_controller), scoped by ``watchNamespaces`` to the test's
 namespace only, so it never writes other tests' jobs. Its names come from the
 release (``chart-<hex>-ring-controller``), so it cannot collide with the
-shipped manifests' ``ring-controller`` objects either. The image is the one
+shipped manifests' ``ring-controller`` objects either, and its own
+``labelKey``, so the specs it is credited with are its own. The image is the one
 ``build/image.sh --controller --import`` puts on the node.
 
 Checked: install -> both replicas Ready on the real node and a leader; the
@@ -34,6 +35,9 @@ from tests.support.kubehelp import create_namespace, delete_namespace, fresh_nam
 pytestmark = pytest.mark.integration
 
 IMAGE = "ring-controller:0.1.0"
+#: The release's label key (the chart's labelKey): a cluster-wide controller of
+#: another test (default key) cannot be the one that writes this test's specs.
+LABEL_KEY = "chart-test.ring-controller.io/runtime"
 
 
 def _helm(kubeconfig: Path, *args: str, check: bool = True) -> str:
@@ -89,7 +93,8 @@ def test_helm_install_upgrade_uninstall_on_the_real_node(
         started = time.monotonic()
         _helm(
             kubeconfig, "install", release, str(charts.CHART), "--namespace", home,
-            "--set-json", f'watchNamespaces=["{namespace}"]', "--wait", "--timeout", "4m",
+            "--set-json", f'watchNamespaces=["{namespace}"]', "--set", f"labelKey={LABEL_KEY}",
+            "--wait", "--timeout", "4m",
         )  # fmt: skip
         installed = True
         pods = wait_for(lambda: _all_ready(k8s, home, 2), timeout=120, what="both replicas Ready")
@@ -103,7 +108,7 @@ def test_helm_install_upgrade_uninstall_on_the_real_node(
         assert not _can(k8s, account, "create", "configmaps", home)
         assert not _can(k8s, account, "list", "pods", "default")
 
-        create_workload(k8s, namespace, "first")
+        create_workload(k8s, namespace, "first", label_key=LABEL_KEY)
         wait_for(lambda: completed_spec(k8s, namespace, "first"), timeout=90, what="the release's first spec")
 
         generation = k8s.apps.read_namespaced_deployment(fullname, home).metadata.generation
@@ -122,7 +127,7 @@ def test_helm_install_upgrade_uninstall_on_the_real_node(
         log = k8s.core.read_namespaced_pod_log(rolled[0].metadata.name, home)
         lines = [line for line in log.splitlines() if line.strip()]
         assert lines and not any(line.lstrip().startswith("{") for line in lines), lines[:3]
-        create_workload(k8s, namespace, "second")
+        create_workload(k8s, namespace, "second", label_key=LABEL_KEY)
         wait_for(lambda: completed_spec(k8s, namespace, "second"), timeout=90, what="a spec after the upgrade")
 
         assert _cluster_scoped_of(k8s, release, fullname)  # the policy, its binding, the runtimes' ClusterRole...
