@@ -17,7 +17,8 @@
 # the machine's one real node (`--with node`: kubelet, kube-proxy, containerd,
 # CoreDNS; `up` apt-installs containerd, runc, the CNI plugins, iptables and
 # conntrack when missing; this script installs busybox-static, the tests'
-# image); pytest over
+# image); the client tools helm and kubectl (`ring-devcluster tools`, for
+# the Helm chart and the kustomize base; a few minutes cold); pytest over
 # tests/ (unit, integration, e2e); the short seeded chaos run (build/chaos.sh
 # --quick, on a third cluster of its own, $RING_CHAOS_STATE, default
 # .state/chaos, whose API server and etcd it kills); ruff; the import-linter
@@ -50,6 +51,9 @@ python -m pip install --quiet --disable-pip-version-check -e '.[test,tensorflow,
 step "ring-devcluster up (state: $RING_DEVCLUSTER_STATE)"
 command -v go >/dev/null || echo "note: no 'go' on PATH; fine only if the binaries are already cached" >&2
 ring-devcluster up --state-dir "$RING_DEVCLUSTER_STATE"
+
+step "ring-devcluster tools (helm and kubectl for the chart and kustomize tests; built from the Go module proxy once, cached)"
+ring-devcluster tools
 
 if ! dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' \
     && [[ $EUID -eq 0 ]] && command -v apt-get >/dev/null; then

@@ -1,7 +1,8 @@
 """The controller loop: informers feed one work queue, workers sync jobs.
 
 Three kinds of informer run side by side, each a :class:`Reflector` with a
-store of slim records:
+store of slim records (one per watched namespace when ``--namespace`` lists
+some, see :mod:`ringcontroller.scoped`; one for all namespaces by default):
 
 - one per workload kind (:data:`model.kinds.KINDS`), label-selected;
 - label-selected pods, indexed by job key;
@@ -60,6 +61,7 @@ from ringcontroller import kube
 from ringcontroller.metrics import REGISTRY, reconcile_metrics, spec_metrics
 from ringcontroller.options import Options
 from ringcontroller.reflector import Reflector
+from ringcontroller.scoped import Scoped
 from ringcontroller.workqueue import ShutDown, WorkQueue
 
 log = structlog.get_logger()
@@ -86,18 +88,9 @@ class Controller:
         self._api = api
         self.queue: WorkQueue[JobKey] = WorkQueue(QUEUE_NAME, registry=REGISTRY)
         self.kube_api = kube.RestKubeAPI(api, registry=REGISTRY)
-        ns = options.namespace
-        self.workloads: dict[str, Reflector[WorkloadRecord]] = {
-            kind.short: Reflector(
-                api,
-                kube.Resource(kind.group, kind.version, kind.plural),
-                transform=partial(kind.record, label_key=options.label_key),
-                label_selector=options.label_key,
-                namespace=ns,
-                registry=REGISTRY,
-                **_handlers(self._on_workload),
-            )
-            for kind in KINDS
+        namespaces = options.namespaces
+        self.workloads: dict[str, Scoped[WorkloadRecord]] = {
+            kind.short: Scoped(partial(self._workload_informer, kind), namespaces) for kind in KINDS
         }
         # Cluster-scoped and unlabelled: a TrainJob without numNodes takes its
         # runtime's. Only the count is kept.
@@ -108,31 +101,38 @@ class Controller:
             registry=REGISTRY,
             **_handlers(self._on_runtime),
         )
-        self.pods: Reflector[PodRecord] = Reflector(
-            api,
-            kube.PODS,
-            transform=partial(pod_record, default_port=options.default_port),
-            label_selector=options.label_key,
-            indexers={"job": lambda p: [p.job] if p.job else []},
-            namespace=ns,
-            registry=REGISTRY,
-            **_handlers(self._on_pod),
+        self.pods: Scoped[PodRecord] = Scoped(
+            lambda ns: Reflector(
+                api,
+                kube.PODS,
+                transform=partial(pod_record, default_port=options.default_port),
+                label_selector=options.label_key,
+                indexers={"job": lambda p: [p.job] if p.job else []},
+                namespace=ns,
+                registry=REGISTRY,
+                **_handlers(self._on_pod),
+            ),
+            namespaces,
         )
-        self.configmaps: Reflector[ConfigMapRecord] = Reflector(
-            api,
-            kube.CONFIGMAPS,
-            transform=configmap_record,
-            label_selector=f"{MANAGED_LABEL}={MANAGED_VALUE}",
-            namespace=ns,
-            registry=REGISTRY,
-            **_handlers(self._on_configmap),
+        self.configmaps: Scoped[ConfigMapRecord] = Scoped(
+            lambda ns: Reflector(
+                api,
+                kube.CONFIGMAPS,
+                transform=configmap_record,
+                label_selector=f"{MANAGED_LABEL}={MANAGED_VALUE}",
+                namespace=ns,
+                registry=REGISTRY,
+                **_handlers(self._on_configmap),
+            ),
+            namespaces,
         )
         self.agent = Agent(
             api=self.kube_api,
             enqueue=self._enqueue,
             workload=self._workload,
-            pods=lambda key: self.pods.store.by_index("job", key),
-            configmap=lambda key: self.configmaps.store.get(key),
+            # A job key is <kind>/<namespace>/<name>; its pods are in its namespace.
+            pods=lambda key: self.pods.by_index("job", key, namespace=key.split("/")[1]),
+            configmap=self.configmaps.get,
             requeue_after=self._requeue_after,
             hccl_version=options.ranktable_version,
             touch_pods=options.touch_pods,
@@ -150,6 +150,17 @@ class Controller:
         self._m_time = reconcile.time.labels(QUEUE_NAME)
         self._m_active = reconcile.active_workers.labels(QUEUE_NAME)
         spec_metrics(REGISTRY).oldest_incomplete.set_function(self._oldest_incomplete)
+
+    def _workload_informer(self, kind: WorkloadKind, namespace: str | None) -> Reflector[WorkloadRecord]:
+        return Reflector(
+            self._api,
+            kube.Resource(kind.group, kind.version, kind.plural),
+            transform=partial(kind.record, label_key=self.options.label_key),
+            label_selector=self.options.label_key,
+            namespace=namespace,
+            registry=REGISTRY,
+            **_handlers(self._on_workload),
+        )
 
     # Handlers (called by the reflectors; enqueue only). ---------------------
 
@@ -171,7 +182,7 @@ class Controller:
     def _on_runtime(self, old: int | None, new: int | None) -> None:
         # A runtime's numNodes changed: its TrainJobs without numNodes follow.
         trainjobs = self.workloads.get(trainjob.SHORT)
-        for record in trainjobs.store.list() if trainjobs else ():
+        for record in trainjobs.list() if trainjobs else ():
             if record.runtime_ref is not None:
                 self._enqueue(record.key)
 
@@ -184,8 +195,8 @@ class Controller:
         return serving_workload(key, lookup=self._cached_workload, runtime_nodes=self._cached_runtime_nodes)
 
     def _cached_workload(self, kind: WorkloadKind, key: str) -> WorkloadRecord | None:
-        reflector = self.workloads.get(kind.short)
-        return reflector.store.get(key) if reflector else None
+        scoped = self.workloads.get(kind.short)
+        return scoped.get(key) if scoped else None
 
     def _cached_runtime_nodes(self, name: str) -> int | None:
         return self.runtimes.store.get(name) if self.runtimes else None
@@ -196,7 +207,7 @@ class Controller:
     def reflectors(self) -> list[Reflector[Any]]:
         """Every informer of this controller."""
         runtimes = [self.runtimes] if self.runtimes else []
-        return [*self.workloads.values(), *runtimes, self.pods, self.configmaps]
+        return [*(r for s in self.workloads.values() for r in s), *runtimes, *self.pods, *self.configmaps]
 
     def synced(self) -> bool:
         """True once every informer has listed (the /readyz condition)."""
@@ -245,9 +256,9 @@ class Controller:
         await asyncio.gather(*(r.has_synced.wait() for r in self.reflectors))
         log.info(
             "caches.synced",
-            workloads=sum(len(r.store) for r in self.workloads.values()),
-            pods=len(self.pods.store),
-            configmaps=len(self.configmaps.store),
+            workloads=sum(len(s) for s in self.workloads.values()),
+            pods=len(self.pods),
+            configmaps=len(self.configmaps),
         )
 
     def start_workers(self) -> None:
@@ -257,8 +268,8 @@ class Controller:
         (while standing by) were not queued.
         """
         self._working = True
-        for reflector in self.workloads.values():
-            for record in reflector.store.list():
+        for scoped in self.workloads.values():
+            for record in scoped.list():
                 self.queue.add(record.key)
         self._workers = [asyncio.create_task(self._work(), name=f"worker-{i}") for i in range(self.options.workers)]
         log.info("workers.started", workers=self.options.workers)

@@ -161,7 +161,7 @@ async def run(options: Options) -> int:
             "controller.starting",
             version=VERSION,
             server=cfg.host,
-            namespace=options.namespace or "*",
+            namespaces=list(options.namespaces) or "*",
             label_key=options.label_key,
             workers=options.workers,
             leader_elect=options.leader_elect,

@@ -37,12 +37,37 @@ def duration(text: str) -> float:
     return total
 
 
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+def namespace_list(values: list[str]) -> tuple[str, ...]:
+    """The namespaces named by ``--namespace`` values (repeated, comma-separated), in order, once each.
+
+    Raises ValueError naming the first value that is not a namespace name
+    (a DNS-1123 label: lower-case letters, digits and '-', at most 63).
+    """
+    names: list[str] = []
+    for value in values:
+        parts = [part.strip() for part in value.split(",")]
+        for part in parts:
+            if not part:
+                raise ValueError(f"--namespace {value!r}: empty namespace name")
+            if len(part) > 63 or not _NAMESPACE.fullmatch(part):
+                raise ValueError(
+                    f"--namespace {value!r}: {part!r} is not a namespace name "
+                    "(lower-case letters, digits and '-', starting and ending alphanumeric, at most 63)"
+                )
+            names.append(part)
+    return tuple(dict.fromkeys(names))
+
+
 @dataclass(frozen=True, slots=True)
 class Options:
     """Parsed flags; see ``ring-controller --help`` for each."""
 
     kubeconfig: str | None
-    namespace: str | None
+    namespaces: tuple[str, ...]
+    """Watched namespaces; empty: all of them."""
     label_key: str
     workers: int
     ranktable_version: str
@@ -75,7 +100,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--kubeconfig", help="kubeconfig file; default: in-cluster config, then $KUBECONFIG, then ~/.kube/config"
     )
-    p.add_argument("--namespace", default=None, help="watch only this namespace (default: all namespaces)")
+    p.add_argument(
+        "--namespace",
+        dest="namespaces",
+        action="append",
+        default=argparse.SUPPRESS,  # absent: all namespaces (and no "(default: ...)" in --help)
+        metavar="NS[,NS...]",
+        help="watch only these namespaces: repeat the flag or separate names with commas; each gets its own "
+        "informers, so a Role in each suffices, plus read access to the cluster-scoped ClusterTrainingRuntimes "
+        "where Kubeflow Trainer is installed (default: all namespaces, with build/rbac.yaml's ClusterRole)",
+    )
     p.add_argument(
         "--label-key", default=DEFAULT_LABEL_KEY, help="label selecting workloads and pods; its value names the runtime"
     )
@@ -155,9 +189,13 @@ def parse(argv: list[str] | None = None) -> Options:
         p.error("--default-port must be within 1-65535")
     if not a.retry_period < a.renew_deadline < a.lease_duration:
         p.error("leader election needs retry period < renew deadline < lease duration")
+    try:
+        namespaces = namespace_list(getattr(a, "namespaces", []))
+    except ValueError as e:
+        p.error(str(e))
     return Options(
         kubeconfig=a.kubeconfig,
-        namespace=a.namespace,
+        namespaces=namespaces,
         label_key=a.label_key,
         workers=a.workers,
         ranktable_version=a.ranktable_version,

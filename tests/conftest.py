@@ -11,8 +11,6 @@ brought up, every test that needs it ERRORS with the reason: tests never skip.
 from __future__ import annotations
 
 import contextlib
-import re
-import secrets
 import signal
 import sys
 import time
@@ -20,12 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from ringdevcluster import Cluster, ensure_up
 from tests.support.clients import K8s, devcluster_state_dir
 from tests.support.controllerproc import ControllerProcess
+from tests.support.kubehelp import create_namespace, delete_namespace, fresh_namespace_name
 
 
 @pytest.fixture(scope="session")
@@ -64,11 +61,6 @@ def k8s(kubeconfig: Path) -> Iterator[K8s]:
     clients.api.close()  # type: ignore[no-untyped-call]
 
 
-def _namespace_name(test_name: str) -> str:
-    slug = re.sub(r"[^a-z0-9-]+", "-", test_name.lower()).strip("-")[:40].strip("-")
-    return f"t-{slug}-{secrets.token_hex(3)}"
-
-
 @pytest.fixture
 def namespace(k8s: K8s, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace for one test, deleted (without waiting) afterwards.
@@ -76,25 +68,9 @@ def namespace(k8s: K8s, request: pytest.FixtureRequest) -> Iterator[str]:
     Yields only once its ``default`` ServiceAccount exists, so pods can be
     created at once (the ServiceAccount admission plugin rejects them before).
     """
-    name = _namespace_name(request.node.name)
-    k8s.core.create_namespace(
-        client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={"ring-controller.test/ns": "true"}))
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            k8s.core.read_namespaced_service_account("default", name)
-            break
-        except ApiException as err:
-            if err.status != 404 or time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+    name = create_namespace(k8s, fresh_namespace_name(request.node.name))
     yield name
-    try:
-        k8s.core.delete_namespace(name, propagation_policy="Background")
-    except ApiException as err:
-        if err.status != 404:
-            raise
+    delete_namespace(k8s, name)
 
 
 @pytest.fixture

@@ -3,18 +3,60 @@
 from __future__ import annotations
 
 import json
+import re
+import secrets
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from kubernetes import watch
+from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from tests.support.factories import volcano_pod
 
 T = TypeVar("T")
 Json = dict[str, Any]
+
+
+def fresh_namespace_name(test_name: str) -> str:
+    """A fresh namespace name for test ``test_name`` (slug plus random suffix)."""
+    slug = re.sub(r"[^a-z0-9-]+", "-", test_name.lower()).strip("-")[:40].strip("-")
+    return f"t-{slug}-{secrets.token_hex(3)}"
+
+
+def create_namespace(
+    k8s: Any, name: str, *, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None
+) -> str:
+    """Create namespace ``name`` (test-labelled) and return once its ``default`` ServiceAccount exists.
+
+    The ServiceAccount admission plugin rejects pods until then.
+    """
+    k8s.core.create_namespace(
+        client.V1Namespace(
+            metadata=client.V1ObjectMeta(
+                name=name, labels={"ring-controller.test/ns": "true", **(labels or {})}, annotations=annotations
+            )
+        )
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            k8s.core.read_namespaced_service_account("default", name)
+            return name
+        except ApiException as err:
+            if err.status != 404 or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def delete_namespace(k8s: Any, name: str) -> None:
+    """Delete namespace ``name`` without waiting; gone already is fine."""
+    try:
+        k8s.core.delete_namespace(name, propagation_policy="Background")
+    except ApiException as err:
+        if err.status != 404:
+            raise
 
 
 def wait_for(fn: Callable[[], T | None], *, timeout: float = 60.0, interval: float = 0.1, what: str = "condition") -> T:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ringdevcluster import build, cluster, kwok
+from ringdevcluster import build, cli, cluster, kwok
 
 
 @pytest.mark.parametrize(
@@ -155,3 +155,25 @@ def test_pid_record_identifies_a_process_by_start_time_and_binary() -> None:
     # A recycled pid (other start time) or another program is not ours.
     assert not cluster._PidRecord(pid=pid, start_time=start + 1, binary=argv0).alive()
     assert not cluster._PidRecord(pid=pid, start_time=start, binary=sys.executable + "-other").alive()
+
+
+def test_helm_is_stamped_with_the_kubernetes_minor_of_its_k8s_modules() -> None:
+    go_mod = (build.find_source_dir() / "helm" / "go.mod").read_text()
+    client_go = build.module_version(go_mod, "k8s.io/client-go")
+    assert client_go.startswith(f"v0.{build.HELM_KUBE_MINOR}."), (client_go, build.HELM_KUBE_MINOR)
+    flags = build.ADDON_MODULES["helm"].ldflags("v3.22.0")
+    assert f"chartutil.k8sVersionMinor={build.HELM_KUBE_MINOR}" in flags
+    assert "internal/version.version=v3.22.0" in flags
+
+
+def test_tools_are_wrapper_modules_and_unknown_ones_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    source = build.find_source_dir()
+    for name in build.TOOL_MODULES:
+        assert (source / name / "go.mod").is_file() and name in build.ADDON_MODULES
+    with pytest.raises(build.BuildError, match="unknown tool"):
+        build.ensure_tools(["kustomize"])
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["tools", "kustomize"])
+    assert (
+        exit_info.value.code == 2 and "unknown tool 'kustomize'; choose from helm, kubectl" in capsys.readouterr().err
+    )

@@ -52,10 +52,12 @@ __all__ = [
     "Module",
     "MODULES",
     "Patch",
+    "TOOL_MODULES",
     "binary_paths",
     "cache_dir",
     "cache_key",
     "ensure_binaries",
+    "ensure_tools",
     "find_source_dir",
     "module_version",
     "modules_for",
@@ -65,6 +67,11 @@ __all__ = [
 # The Kubernetes release is stamped into the binaries (``--version``, the
 # apiserver's /version), which otherwise report v0.0.0 when built from modules.
 _KUBE_VERSION_PKG = "k8s.io/component-base/version"
+
+
+#: The minor of the k8s.io modules (v0.MINOR.x) in build/devcluster/helm/go.mod:
+#: the Kubernetes version `helm template` assumes without a cluster.
+HELM_KUBE_MINOR = 37
 
 
 class BuildError(RuntimeError):
@@ -122,6 +129,23 @@ class Module:
                 f"-X {_KUBE_VERSION_PKG}.gitMajor={match.group(1)}",
                 f"-X {_KUBE_VERSION_PKG}.gitMinor={match.group(2)}",
             ]
+        if self.name == "kubectl":
+            # k8s.io/kubectl vX.Y.Z is Kubernetes v1.Y.Z: stamp that, as a release kubectl reports it.
+            match = re.fullmatch(r"v0\.(\d+)\.(\d+)", version)
+            if match is None:
+                raise BuildError(f"cannot parse k8s.io/kubectl version {version!r}")
+            flags += [
+                f"-X {_KUBE_VERSION_PKG}.gitVersion=v1.{match.group(1)}.{match.group(2)}",
+                f"-X {_KUBE_VERSION_PKG}.gitMajor=1",
+                f"-X {_KUBE_VERSION_PKG}.gitMinor={match.group(1)}",
+            ]
+        if self.name == "helm":
+            # Otherwise `helm version` says only the minor line built into the source,
+            # and `helm template`/`lint` assume Kubernetes 1.20 (as upstream's
+            # Makefile does, the version of the k8s.io modules Helm is built with).
+            flags.append(f"-X helm.sh/helm/v3/internal/version.version={version}")
+            for pkg in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
+                flags += [f"-X {pkg}.k8sVersionMajor=1", f"-X {pkg}.k8sVersionMinor={HELM_KUBE_MINOR}"]
         return " ".join(flags)
 
     def build_args(self, version: str, out_dir: Path) -> list[str]:
@@ -220,8 +244,30 @@ ADDON_MODULES: dict[str, Module] = {
             binaries=("coredns",),
             cold_minutes=3,
         ),
+        # Client tools (:data:`TOOL_MODULES`), run by tests and operators
+        # rather than by a cluster: Helm for the chart (build/chart/), kubectl
+        # (the control plane's release) for `kubectl apply -k` of the
+        # kustomize base. Two modules: Helm v3.22 is built against k8s.io
+        # v0.37, kubectl against the cluster's v0.35 (shared with the kube build).
+        Module(
+            name="helm",
+            requirement="helm.sh/helm/v3",
+            packages=("helm.sh/helm/v3/cmd/helm",),
+            binaries=("helm",),
+            cold_minutes=6,
+        ),
+        Module(
+            name="kubectl",
+            requirement="k8s.io/kubectl",
+            packages=(".",),  # main.go: k8s.io/kubectl's command
+            binaries=("kubectl",),
+            cold_minutes=3,
+        ),
     )
 }
+
+#: The client tools among :data:`ADDON_MODULES` (``ring-devcluster tools``).
+TOOL_MODULES: tuple[str, ...] = ("helm", "kubectl")
 
 
 def modules_for(addons: Sequence[str] = ()) -> list[Module]:
@@ -506,9 +552,34 @@ def ensure_binaries(
     :class:`BuildError` naming the failed component, the command and the log
     path; the caller should print it and exit non-zero.
     """
-    emit = say or (lambda msg: print(f"ring-devcluster: {msg}", file=sys.stderr, flush=True))
     source_root = find_source_dir(source)
     modules = modules_for(addons)
+    return _ensure(modules, source_root=source_root, say=say)
+
+
+def ensure_tools(
+    names: Sequence[str] = TOOL_MODULES,
+    *,
+    source: str | os.PathLike[str] | None = None,
+    say: Callable[[str], None] | None = None,
+) -> dict[str, Path]:
+    """``{tool: path}`` of the client tools ``names`` (of :data:`TOOL_MODULES`), building what is missing.
+
+    Unlike :func:`ensure_binaries`, the control plane's modules are left out:
+    a chart test needs Helm, not a rebuilt API server.
+    """
+    unknown = [n for n in names if n not in TOOL_MODULES]
+    if unknown:
+        raise BuildError(f"unknown tool(s) {unknown}; known: {list(TOOL_MODULES)}")
+    modules = [ADDON_MODULES[n] for n in dict.fromkeys(names)]
+    paths, _ = _ensure(modules, source_root=find_source_dir(source), say=say)
+    return paths
+
+
+def _ensure(
+    modules: Sequence[Module], *, source_root: Path, say: Callable[[str], None] | None
+) -> tuple[dict[str, Path], dict[str, str]]:
+    emit = say or (lambda msg: print(f"ring-devcluster: {msg}", file=sys.stderr, flush=True))
     root = cache_dir()
     paths: dict[str, Path] = {}
     plans = [_plan(m, source_root) for m in modules]

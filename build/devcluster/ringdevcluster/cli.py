@@ -24,6 +24,8 @@ examples:
   ring-devcluster up --with node      # also a real node (kubelet, containerd, CoreDNS; root, one per machine)
   ring-devcluster status              # components, pids, health; exit 3 if unhealthy
   ring-devcluster import-image app.tar # into the real node's containerd (imagePullPolicy: Never)
+  ring-devcluster tools               # build helm and kubectl (cached) and print their paths
+  "$(ring-devcluster tools helm)" lint build/chart/ring-controller
   ring-devcluster down                # stop exactly the processes `up` started
 
 optional components (--with, comma-separated; a cluster keeps those it runs):
@@ -94,7 +96,24 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAMES",
         help="also build these optional components",
     )
+    tools = sub.add_parser(
+        "tools", help=f"build (or find cached) the client tools ({', '.join(build.TOOL_MODULES)}); print their paths"
+    )
+    tools.add_argument("--source", type=Path, default=None, help="the Go wrapper modules (build/devcluster)")
+    tools.add_argument(
+        "names",
+        nargs="*",
+        type=_tool,
+        metavar="TOOL",
+        help=f"print only these tools' paths, one a line (of: {', '.join(build.TOOL_MODULES)}; default: all, as NAME: PATH)",
+    )
     return parser
+
+
+def _tool(value: str) -> str:
+    if value not in build.TOOL_MODULES:
+        raise argparse.ArgumentTypeError(f"unknown tool {value!r}; choose from {', '.join(build.TOOL_MODULES)}")
+    return value
 
 
 def _names(value: str) -> list[str]:
@@ -210,13 +229,27 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tools(args: argparse.Namespace) -> int:
+    paths = build.ensure_tools(args.names or build.TOOL_MODULES, source=args.source, say=_say)
+    for name in args.names or build.TOOL_MODULES:
+        print(paths[name] if args.names else f"{name}: {paths[name]}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ring-devcluster`` console script."""
     args = _parser().parse_args(argv)
     if args.command == "up" and not 1 <= args.nodes <= 250:
         _say("--nodes must be between 1 and 250")
         return 2
-    handlers = {"up": _up, "status": _status, "down": _down, "build": _build, "import-image": _import_image}
+    handlers = {
+        "up": _up,
+        "status": _status,
+        "down": _down,
+        "build": _build,
+        "import-image": _import_image,
+        "tools": _tools,
+    }
     try:
         return handlers[args.command](args)
     except (build.BuildError, cluster.ClusterError, PkiError, node.NodeError) as err:
