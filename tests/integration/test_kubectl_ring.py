@@ -10,15 +10,18 @@ exit code.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.support.charts import tool
 from tests.support.controllerproc import ControllerProcess
 from tests.support.factories import device_annotation, pod_template, volcano_job
-from tests.support.kubectlring import readme_role, ring, run, section, table, token_kubeconfig
+from tests.support.kubectlring import installed, readme_role, ring, run, section, table, token_kubeconfig
 from tests.support.kubehelp import (
     all_members,
     create_pods,
@@ -111,6 +114,19 @@ def test_a_completed_job_in_get_every_format_and_describe(
     assert _ok(ring("describe", "-n", namespace, "vcjob/done", kubeconfig=kubeconfig)).startswith("Name:")
     wrong = ring("describe", "-n", namespace, "deploy/done", kubeconfig=kubeconfig)
     assert wrong.returncode == 1 and "no job 'deploy/done'" in wrong.stderr and "Traceback" not in wrong.stderr
+
+    # As users call it: `kubectl ring`, the plugin found on PATH by the real kubectl.
+    path = f"{Path(installed('kubectl-ring')).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    through = subprocess.run(
+        [str(tool("kubectl")), "ring", "get", "-n", namespace, "-o", "json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": path, "KUBECONFIG": str(kubeconfig)},
+        timeout=60,
+        check=False,
+    )
+    (via_kubectl,) = json.loads(_ok(through))["items"]
+    assert (via_kubectl["name"], via_kubectl["status"], via_kubectl["epoch"]) == ("done", "completed", spec["epoch"])
 
 
 def test_describe_a_job_waiting_on_a_missing_pod_an_unscheduled_pod_and_a_pod_without_ip(
