@@ -398,6 +398,16 @@ def _kubelet_config(home: Path, *, pki: Pki, health_port: int) -> Json:
         # Images come from files, not a registry: never garbage-collect them.
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
+        # Nor evict them: the default hard thresholds (imagefs.available < 15 %,
+        # nodefs.available < 10 %) are met on a big shared disk with plenty of
+        # gigabytes left, and the eviction manager then deletes every unused
+        # image, the sandbox image included, so no pod can start.
+        "evictionHard": {
+            "memory.available": "100Mi",
+            "nodefs.available": "1Gi",
+            "imagefs.available": "1Gi",
+            "nodefs.inodesFree": "1%",
+        },
         "registerWithTaints": [NODE_TAINT],
         "rotateCertificates": False,
         "serverTLSBootstrap": False,
