@@ -14,8 +14,9 @@ annotation), this test asks Prometheus's HTTP API for:
 * the rules: loaded from this checkout's file, healthy, none firing, and
   each alert's signal (its expression without the threshold) answered;
 * every dashboard panel's PromQL and every variable's values: each returns
-  finite data over the test's time range (:data:`EMPTY_UNTIL` names the
-  panels that may not, and the event that fills them; README says the same).
+  finite data over the test's time range; before the workload already, all
+  but those :data:`EMPTY_UNTIL` names with the event that fills them (the
+  table in README's Monitoring section).
 """
 
 from __future__ import annotations
@@ -36,8 +37,16 @@ pytestmark = pytest.mark.integration
 
 #: The ``job`` label: the pod label the PodMonitor's jobLabel names.
 JOB = "ring-controller"
-#: Dashboard targets (panel title, refId) that may be empty after the workload, and the event that fills them.
-EMPTY_UNTIL: dict[tuple[str, str], str] = {}
+#: Dashboard panels that are empty (or NaN) until an event, which the workload below causes (README's table).
+#: Every other panel must answer from the first scrapes on, before any job.
+EMPTY_UNTIL: dict[str, str] = {
+    "Time from last member ready to spec written": "a spec completes",
+    "ConfigMap writes by result": "the first ConfigMap write",
+    "Invalid inputs by reason": "the first bad input",
+    "Events emitted": "the first Event",
+    "Reconcile time": "a sync within the rate window",
+    "Queue wait (p99) and retries/A": "a sync within the rate window",
+}
 #: Metric families the rules or the dashboard name that the leader must export, with the labels they are read by.
 LEADER_SERIES = {
     "controller_runtime_reconcile_total": {"controller", "result"},
@@ -71,6 +80,27 @@ def _rate_interval() -> str:
     return f"{4 * seconds}s"
 
 
+def _empty_targets(
+    prometheus: PrometheusApi, targets: list[promapi.PanelQuery], *, start: float, end: float
+) -> list[str]:
+    """The targets with no finite value: stat panels now, time series over ``start``..``end``."""
+    step = int(addons.PROMETHEUS_SCRAPE_INTERVAL.removesuffix("s"))
+    empty = []
+    for target in targets:
+        expr = target.promql(job=JOB, namespace=NAMESPACE, rate_interval=_rate_interval())
+        if target.kind == "stat":
+            result = prometheus.query(expr)
+        else:
+            result = prometheus.query_range(expr, start=start, end=end, step=step)
+        if not promapi.finite(result):
+            empty.append(f"{target.panel} [{target.ref}]: {expr}")
+    return empty
+
+
+def _event_driven(target: promapi.PanelQuery) -> bool:
+    return target.panel in EMPTY_UNTIL or f"{target.panel}/{target.ref}" in EMPTY_UNTIL
+
+
 def _up_by_pod(prom: PrometheusApi) -> dict[str, float]:
     return {s["metric"]["pod"]: float(s["value"][1]) for s in prom.query(f'up{{job="{JOB}"}}')}
 
@@ -102,6 +132,14 @@ def test_prometheus_scrapes_both_replicas_and_answers_every_rule_and_panel(
             "only the containers' `metrics` ports are scraped, not the health port"
         )
         assert all(t["health"] == "up" for t in ours), ours
+
+        # Before any job: every panel not driven by an event already answers.
+        time.sleep(2 * int(addons.PROMETHEUS_SCRAPE_INTERVAL.removesuffix("s")))
+        queries = promapi.dashboard_queries()
+        assert {q.panel for q in queries} | {q.panel + "/" + q.ref for q in queries} >= set(EMPTY_UNTIL)
+        steady = [q for q in queries if not _event_driven(q)]
+        empty = _empty_targets(prometheus, steady, start=started, end=time.time())
+        assert not empty, "dashboard targets without data before any job:\n  " + "\n  ".join(empty)
 
         # A small workload: a job whose spec completes, and one with a bad port annotation.
         workload(k8s, namespace, "first")
@@ -154,18 +192,8 @@ def test_prometheus_scrapes_both_replicas_and_answers_every_rule_and_panel(
             "label/namespace/values", **{"match[]": f'controller_runtime_reconcile_total{{job="{JOB}"}}'}
         )
         assert set(variables) == {"job", "namespace"}, f"dashboard variables changed: {variables}"
-        end = time.time()
-        empty = []
-        for target in promapi.dashboard_queries():
-            expr = target.promql(job=JOB, namespace=NAMESPACE, rate_interval=_rate_interval())
-            if target.kind == "stat":
-                result = prometheus.query(expr)
-            else:
-                step = int(addons.PROMETHEUS_SCRAPE_INTERVAL.removesuffix("s"))
-                result = prometheus.query_range(expr, start=started, end=end, step=step)
-            if not promapi.finite(result) and (target.panel, target.ref) not in EMPTY_UNTIL:
-                empty.append(f"{target.panel} [{target.ref}]: {expr}")
-        assert not empty, "dashboard targets with no data:\n  " + "\n  ".join(empty)
+        empty = _empty_targets(prometheus, queries, start=started, end=time.time())
+        assert not empty, "dashboard targets with no data after the workload:\n  " + "\n  ".join(empty)
         print(
             f"\nFIGURE prometheus: {len(promapi.dashboard_queries())} dashboard targets, {len(loaded)} rules answered"
         )
