@@ -119,3 +119,32 @@ def test_promtool_accepts_the_generated_configuration(tmp_path: Path) -> None:
     proc = promtool.run("check", "config", tmp_path / "prometheus.yml")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"SUCCESS: {len(rules['groups'][0]['rules'])} rules found" in proc.stdout
+
+
+def test_the_addon_brings_the_real_node_and_reads_pods_only() -> None:
+    from ringdevcluster import addons
+
+    assert addons.expand(["prometheus"]) == ["node", "prometheus"]
+    objects = dict(addons.objects("prometheus", ports={}, binaries={}, ca_cert=Path(__file__)))
+    (role,) = [o for o in objects.values() if o["kind"] == "ClusterRole"]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+    (binding,) = [o for o in objects.values() if o["kind"] == "ClusterRoleBinding"]
+    assert binding["subjects"] == [
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": addons.PROMETHEUS_USER}
+    ]
+
+
+def test_refresh_rewrites_the_files_only_when_the_monitoring_objects_changed(tmp_path: Path) -> None:
+    from ringdevcluster import addons
+
+    home = tmp_path / "addons" / "prometheus"
+    home.mkdir(parents=True)
+    assert addons.refresh("prometheus", state_dir=tmp_path) is True
+    main = yaml.safe_load((home / "prometheus.yml").read_text())
+    assert main["rule_files"] == [str(home / "rules.yaml")]
+    assert main["scrape_configs"][0]["kubernetes_sd_configs"][0]["kubeconfig_file"] == str(home / "kubeconfig")
+    assert main["scrape_configs"][0]["scrape_interval"] == addons.PROMETHEUS_SCRAPE_INTERVAL
+    assert addons.refresh("prometheus", state_dir=tmp_path) is False
+    (home / "rules.yaml").write_text("groups: []\n")  # an old checkout's rules
+    assert addons.refresh("prometheus", state_dir=tmp_path) is True
+    assert addons.refresh("jobset", state_dir=tmp_path) is False
