@@ -33,6 +33,13 @@ JOBS = Gauge(
     ["status"],
     registry=None,
 )
+#: Every ``status`` of :data:`JOBS`, exported from the start at 0 (as
+#: controller-runtime does for its result labels): a status no job has reached
+#: yet is a 0, not a missing series, so ``ringcontroller_jobs{status="invalid"}``
+#: exists on every replica and the alert on it and the dashboard read a value.
+JOB_STATUSES = ("initializing", "completed", "invalid")
+for _status in JOB_STATUSES:
+    JOBS.labels(_status)
 SPEC_LATENCY = Histogram(
     "ringcontroller_spec_latency_seconds",
     "Time from the last member seen ready to the completed spec written.",

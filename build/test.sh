@@ -17,8 +17,11 @@
 # the machine's one real node (`--with node`: kubelet, kube-proxy, containerd,
 # CoreDNS; `up` apt-installs containerd, runc, the CNI plugins, iptables and
 # conntrack when missing; this script installs busybox-static, the tests'
-# image); the client tools helm and kubectl (`ring-devcluster tools`, for
-# the Helm chart and the kustomize base; a few minutes cold); pytest over
+# image) and a Prometheus scraping the controller pods on that node
+# (`--with prometheus`, built from the Go module proxy with promtool, which
+# the alert rules' unit tests run; the build is checked before pytest); the
+# client tools helm and kubectl (`ring-devcluster tools`, for the Helm chart
+# and the kustomize base; a few minutes cold); pytest over
 # tests/ (unit, integration, e2e); the short seeded chaos run (build/chaos.sh
 # --quick, on a third cluster of its own, $RING_CHAOS_STATE, default
 # .state/chaos, whose API server and etcd it kills); ruff; the import-linter
@@ -62,8 +65,11 @@ if ! dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok insta
         || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox-static >/dev/null; }
 fi
 
-step "ring-devcluster up --with jobset,volcano,trainer,node (state: $RING_DEVCLUSTER_WORKLOADS_STATE)"
-ring-devcluster up --state-dir "$RING_DEVCLUSTER_WORKLOADS_STATE" --with jobset,volcano,trainer,node
+step "ring-devcluster up --with jobset,volcano,trainer,node,prometheus (state: $RING_DEVCLUSTER_WORKLOADS_STATE)"
+ring-devcluster up --state-dir "$RING_DEVCLUSTER_WORKLOADS_STATE" --with jobset,volcano,trainer,node,prometheus
+
+step "ring-devcluster build --with prometheus (promtool for tests/unit/test_alert_rules.py; cached: instant)"
+ring-devcluster build --with prometheus
 
 step "pytest tests $*"
 python -m pytest -v tests "$@"

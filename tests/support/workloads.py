@@ -22,8 +22,8 @@ from tests.support.kubehelp import wait_for
 
 #: The workload controllers this cluster runs (trainer implies jobset).
 WORKLOAD_CONTROLLERS = ("jobset", "volcano", "trainer")
-#: Every optional component of this cluster: the controllers and the real node.
-CLUSTER_ADDONS = (*WORKLOAD_CONTROLLERS, "node")
+#: Every optional component of this cluster: the controllers, the real node and the Prometheus scraping it.
+CLUSTER_ADDONS = (*WORKLOAD_CONTROLLERS, "node", "prometheus")
 RUNTIME_EXAMPLE = REPO / "build" / "examples" / "trainer" / "tensorflow-runtime.yaml"
 TRAINJOB_EXAMPLE = REPO / "build" / "examples" / "trainer" / "trainjob.yaml"
 #: The Volcano-gang variant: Queue, script ConfigMap, RBAC, runtime and TrainJob in one file.

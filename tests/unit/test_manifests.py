@@ -248,6 +248,14 @@ def test_alerts_and_dashboard_use_only_exported_metrics(deployment: Json) -> Non
     assert all(r["labels"]["severity"] in ("warning", "critical") for r in rules)
 
 
+def test_every_job_status_the_alerts_read_is_exported_before_any_job_has_it() -> None:
+    """``ringcontroller_jobs{status="invalid"}`` must exist at 0 on a healthy replica, not appear on the first one."""
+    registry = CollectorRegistry()
+    registry.register(agent_metrics.JOBS)
+    statuses = {s.labels["status"] for family in registry.collect() for s in family.samples}
+    assert statuses == set(agent_metrics.JOB_STATUSES) == {"initializing", "completed", "invalid"}
+
+
 def test_pod_monitor_scrapes_the_deployments_metrics_port(deployment: Json, container: Json) -> None:
     monitor = one(docs("monitoring.yaml"), "PodMonitor")
     labels = deployment["spec"]["template"]["metadata"]["labels"]

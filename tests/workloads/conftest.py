@@ -1,7 +1,7 @@
 """Fixtures for the tests that run on the cluster with the real workload controllers.
 
 These tests use their own control plane, ``ring-devcluster up --with
-jobset,volcano,trainer,node`` in ``$RING_DEVCLUSTER_WORKLOADS_STATE`` (default:
+jobset,volcano,trainer,node,prometheus`` in ``$RING_DEVCLUSTER_WORKLOADS_STATE`` (default:
 the main state directory with ``-workloads`` appended). It also has the
 machine's one real node (``--with node``: only one cluster can), so the
 tests of real containers run here, next to the real workload controllers.
@@ -24,6 +24,7 @@ import pytest
 
 from ringdevcluster import Cluster, ensure_up
 from tests.support.clients import K8s, workloads_state_dir
+from tests.support.promapi import PrometheusApi
 from tests.support.realnode import import_busybox
 from tests.support.workloads import CLUSTER_ADDONS
 
@@ -72,3 +73,11 @@ def real_node(workloads: Cluster) -> Cluster:
 def busybox_image(real_node: Cluster, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A busybox image in the real node's containerd (imported once per session); its name."""
     return import_busybox(tmp_path_factory.mktemp("images"))
+
+
+@pytest.fixture(scope="session")
+def prometheus(workloads: Cluster) -> PrometheusApi:
+    """The HTTP API of the cluster's Prometheus (``--with prometheus``: scrapes the ring-controller pods)."""
+    if "prometheus" not in workloads.addons:
+        pytest.fail(f"the workloads cluster runs no Prometheus (addons: {workloads.addons})", pytrace=False)
+    return PrometheusApi(f"http://127.0.0.1:{workloads.ports['prometheus-web']}")

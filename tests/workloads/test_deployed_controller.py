@@ -22,67 +22,33 @@ from typing import Any
 import pytest
 
 from ringdevcluster import node
-from tests.support import nodejobs
 from tests.support.deployed import (
+    IMAGE,
+    NAMESPACE,
     completed_spec,
     controller_pods,
     create_workload,
+    deployed_controller,
     lease_holder,
     metric,
-    namespace_gone,
-    ready,
 )
 from tests.support.kubehelp import wait_for
 
 pytestmark = pytest.mark.integration
 
-NAMESPACE = "ring-controller"
-IMAGE = "ring-controller:0.1.0"
-Json = dict[str, Any]
-
-
-def _delete_all(k8s: Any, docs: list[Json]) -> None:
-    for doc in reversed(docs):
-        nodejobs.delete(k8s.api, doc)
-    wait_for(lambda: namespace_gone(k8s, NAMESPACE), timeout=120, what=f"namespace {NAMESPACE} gone")
-
 
 def test_shipped_manifests_run_two_replicas_on_the_real_node_and_fail_over(k8s: Any, namespace: str) -> None:
-    nodejobs.ensure_image(IMAGE, "--controller")
-    docs = nodejobs.manifests("ring-controller.yaml") + nodejobs.manifests("rbac.yaml")
-    if not namespace_gone(k8s, NAMESPACE):  # a previous run's leftovers
-        _delete_all(k8s, docs)
-    namespace_doc = next(d for d in docs if d["kind"] == "Namespace")
-    k8s.core.create_namespace(
-        {
-            "metadata": {
-                "name": NAMESPACE,
-                "annotations": node.namespace_placement(),
-                "labels": namespace_doc["metadata"]["labels"],
-            }
-        }
-    )
-    try:
-        started = time.monotonic()
-        nodejobs.apply(k8s.api, docs)
-        pods = wait_for(
-            lambda: (lambda ps: ps if len(ps) == 2 and all(ready(p) for p in ps) else None)(
-                controller_pods(k8s, NAMESPACE)
-            ),
-            timeout=180,
-            what="both replicas Ready (probes run by the kubelet)",
-        )
-        print(f"\nFIGURE deployed controller: apply -> 2 replicas Ready {time.monotonic() - started:.1f}s")
-        assert {p.spec.node_name for p in pods} == {node.NODE_NAME}
-        (container,) = pods[0].spec.containers
+    with deployed_controller(k8s) as ready_pods:
+        assert {p.spec.node_name for p in ready_pods} == {node.NODE_NAME}
+        (container,) = ready_pods[0].spec.containers
         assert container.image == IMAGE and container.security_context.read_only_root_filesystem
-        assert pods[0].spec.security_context.run_as_user == 65532
-        names = {p.metadata.name for p in pods}
+        assert ready_pods[0].spec.security_context.run_as_user == 65532
+        names = {p.metadata.name for p in ready_pods}
         leader = wait_for(
             lambda: lease_holder(k8s, NAMESPACE) if lease_holder(k8s, NAMESPACE) in names else None,
             what="a leader among the replicas",
         )
-        by_name = {p.metadata.name: p for p in pods}
+        by_name = {p.metadata.name: p for p in ready_pods}
         # Metrics from each pod IP: exactly one is the leader.
         status = {n: metric(by_name[n].status.pod_ip, "leader_election_master_status") for n in names}
         assert sorted(status.values()) == [0.0, 1.0] and status[leader] == 1.0
@@ -95,9 +61,9 @@ def test_shipped_manifests_run_two_replicas_on_the_real_node_and_fail_over(k8s: 
 
         # The standby usually wins; the leader's replacement pod may win the race too.
         def successor() -> Any:
-            holder = lease_holder(k8s, NAMESPACE)
+            current = lease_holder(k8s, NAMESPACE)
             live = {p.metadata.name: p for p in controller_pods(k8s, NAMESPACE)}
-            return live.get(holder) if holder and holder != leader else None
+            return live.get(current) if current and current != leader else None
 
         winner = wait_for(successor, timeout=60, what="another replica taking the Lease")
         print(
@@ -110,5 +76,3 @@ def test_shipped_manifests_run_two_replicas_on_the_real_node_and_fail_over(k8s: 
         )
         assert metric(winner.status.pod_ip, "leader_election_master_status") == 1.0
         assert spec["epoch"] >= 1
-    finally:
-        _delete_all(k8s, docs)

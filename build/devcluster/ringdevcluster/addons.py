@@ -49,6 +49,14 @@ is an addon too, for its ports, configuration, objects and readiness; what
 it does to the host (bridge, sysctls, clean-up) and the order its processes
 need are in :mod:`node`.
 
+Prometheus (``--with prometheus``, which brings ``node``: there is nothing
+to scrape without real pods) is a host process too, like CoreDNS: it finds
+the controller's pods through Kubernetes service discovery, with a client
+certificate whose user may only read pods (:func:`objects` binds it), and
+scrapes their IPs on the node's bridge. Its scrape job and alert rules are
+derived from build/monitoring.yaml (:mod:`prometheus`); ``up`` rewrites them
+on every run (:func:`refresh`) and the running server reloads them.
+
 An addon is a row of :data:`ADDONS`; :mod:`cluster` allocates its ports,
 calls :func:`configure` once (files, certificates, argv), applies
 :func:`objects` after the CRDs, starts its processes after the control plane
@@ -67,6 +75,7 @@ from typing import Any
 import yaml
 
 from ringdevcluster import node
+from ringdevcluster import prometheus as prom
 from ringdevcluster.pki import Pki, write_kubeconfig
 
 __all__ = [
@@ -85,6 +94,9 @@ __all__ = [
     "objects",
     "pending",
     "process_names",
+    "PROMETHEUS_SCRAPE_INTERVAL",
+    "PROMETHEUS_USER",
+    "refresh",
 ]
 
 Json = dict[str, Any]
@@ -93,6 +105,11 @@ Json = dict[str, Any]
 VOLCANO_SCHEDULER = "volcano"
 #: The Volcano queue jobs go to when they name none.
 VOLCANO_DEFAULT_QUEUE = "default"
+#: The dev cluster's scrape and rule evaluation interval (the PodMonitor's is
+#: 30s): short, so a test sees rates and alert states within seconds.
+PROMETHEUS_SCRAPE_INTERVAL = "5s"
+#: The user Prometheus's service discovery authenticates as (reads pods only).
+PROMETHEUS_USER = "ring-devcluster-prometheus"
 
 
 _VOLCANO_SCHEDULER_CONF = """\
@@ -200,6 +217,14 @@ ADDONS: dict[str, Addon] = {
             crds=(),
             modules=("node", "coredns"),
         ),
+        Addon(
+            name="prometheus",
+            summary="Prometheus scraping the ring-controller pods (build/monitoring.yaml's PodMonitor and rules)",
+            processes=(Process("prometheus", "prometheus", Health("prometheus-web", "/-/ready")),),
+            ports=("prometheus-web",),
+            crds=(),
+            requires=("node",),
+        ),
     )
 }
 
@@ -275,6 +300,25 @@ def configure(
         return Setup(argv=made.argv, env=made.env, apiserver_args=made.apiserver_args)
     home = state_dir / "addons" / name
     home.mkdir(parents=True, exist_ok=True)
+    if name == "prometheus":
+        cert, key = pki.issue("prometheus", cn=PROMETHEUS_USER)  # no group: RBAC from objects() only
+        write_kubeconfig(
+            home / "kubeconfig", server=server, ca_cert=pki.ca_cert, client_cert=cert, client_key=key,
+            user=PROMETHEUS_USER,
+        )  # fmt: skip
+        refresh(name, state_dir=state_dir)
+        argv = {
+            "prometheus": [
+                str(binaries["prometheus"]),
+                f"--config.file={home / 'prometheus.yml'}",
+                f"--storage.tsdb.path={home / 'data'}",
+                "--storage.tsdb.retention.time=1d",
+                f"--web.listen-address=127.0.0.1:{ports['prometheus-web']}",
+                "--web.enable-lifecycle",  # POST /-/reload after refresh()
+                "--log.level=info",
+            ]
+        }
+        return Setup(argv=argv, env={})
     kc = {p.name: _kubeconfig(pki, state_dir=state_dir, server=server, process=p.name) for p in addon.processes}
     exe = {p.name: str(binaries[p.binary]) for p in addon.processes}
     if name == "jobset":
@@ -355,6 +399,29 @@ def configure(
         }
         return Setup(argv=argv, env={})
     raise AssertionError(f"no configuration for addon {name}")
+
+
+def refresh(name: str, *, state_dir: Path) -> bool:
+    """Rewrite the files addon ``name`` derives from the checkout; True if any changed.
+
+    Only Prometheus has such files: its scrape job and rules, from
+    build/monitoring.yaml (:func:`prometheus.config`), so a cluster that is
+    reused runs the monitoring objects of the checkout that calls ``up``.
+    """
+    if name != "prometheus":
+        return False
+    home = state_dir / "addons" / name
+    main, rules = prom.config(
+        kubeconfig=home / "kubeconfig", rules_file=home / "rules.yaml", interval=PROMETHEUS_SCRAPE_INTERVAL
+    )
+    changed = False
+    for file, content in (("prometheus.yml", main), ("rules.yaml", rules)):
+        text = yaml.safe_dump(content, sort_keys=False)
+        path = home / file
+        if not path.is_file() or path.read_text() != text:
+            path.write_text(text)
+            changed = True
+    return changed
 
 
 def _load_all(path: Path) -> list[Json]:
@@ -446,6 +513,32 @@ def objects(
         out.append((f"/apis/scheduling.volcano.sh/v1beta1/queues/{VOLCANO_DEFAULT_QUEUE}", queue))
     elif name == "node":
         out.extend(node.objects())
+    elif name == "prometheus":
+        role = f"{PROMETHEUS_USER}"
+        labels = {"app.kubernetes.io/managed-by": "ring-devcluster"}
+        out.append(
+            (
+                f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{role}",
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRole",
+                    "metadata": {"name": role, "labels": labels},
+                    "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
+                },
+            )
+        )
+        out.append(
+            (
+                f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{role}",
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRoleBinding",
+                    "metadata": {"name": role, "labels": labels},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": PROMETHEUS_USER}],
+                },
+            )
+        )
     return out
 
 
@@ -466,4 +559,4 @@ def pending(name: str, get: Callable[[str], Json | None]) -> list[str]:
 
 def describe(names: Sequence[str]) -> str:
     """One line per addon: name and summary (for ``--help``)."""
-    return "\n".join(f"  {a.name:<8} {a.summary}" for a in ADDONS.values() if a.name in names)
+    return "\n".join(f"  {a.name:<10} {a.summary}" for a in ADDONS.values() if a.name in names)

@@ -106,7 +106,9 @@ class Module:
     ``assets`` are glob patterns, relative to the source of ``requirement``,
     of files copied into ``<entry>/assets/`` (same relative paths);
     ``cold_minutes`` is the rough cold build time on 2 cores, for progress;
-    ``patches`` add files to a dependency (see :class:`Patch`).
+    ``patches`` add files to a dependency (see :class:`Patch`);
+    ``tags`` are Go build tags (``go build -tags``), e.g. to leave out parts
+    of a large program the dev cluster does not use.
     """
 
     name: str
@@ -116,6 +118,7 @@ class Module:
     assets: tuple[str, ...] = ()
     cold_minutes: int = 5
     patches: tuple[Patch, ...] = ()
+    tags: tuple[str, ...] = ()
 
     def ldflags(self, version: str) -> str:
         """The ``-ldflags`` value for this module at ``version``."""
@@ -146,6 +149,8 @@ class Module:
             flags.append(f"-X helm.sh/helm/v3/internal/version.version={version}")
             for pkg in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
                 flags += [f"-X {pkg}.k8sVersionMajor=1", f"-X {pkg}.k8sVersionMinor={HELM_KUBE_MINOR}"]
+        if self.name == "prometheus":  # else `prometheus --version` and /api/v1/status/buildinfo say ""
+            flags.append(f"-X github.com/prometheus/common/version.Version={version}")
         return " ".join(flags)
 
     def build_args(self, version: str, out_dir: Path) -> list[str]:
@@ -157,6 +162,7 @@ class Module:
             "-trimpath",
             "-ldflags",
             self.ldflags(version),
+            *(["-tags", ",".join(self.tags)] if self.tags else []),
             "-o",
             f"{out_dir}/",
             *self.packages,
@@ -262,6 +268,22 @@ ADDON_MODULES: dict[str, Module] = {
             packages=(".",),  # main.go: k8s.io/kubectl's command
             binaries=("kubectl",),
             cold_minutes=3,
+        ),
+        # ``--with prometheus``: the Prometheus server that scrapes the
+        # controller pods on the real node, and promtool (the alert rules'
+        # checks and unit tests). Only the Kubernetes service discovery is
+        # compiled in; without the ``builtinassets`` tag there is no web UI,
+        # the HTTP API is all the tests use.
+        Module(
+            name="prometheus",
+            requirement="github.com/prometheus/prometheus",
+            packages=(
+                "github.com/prometheus/prometheus/cmd/prometheus",
+                "github.com/prometheus/prometheus/cmd/promtool",
+            ),
+            binaries=("prometheus", "promtool"),
+            cold_minutes=12,
+            tags=("remove_all_sd", "enable_kubernetes_sd"),
         ),
     )
 }

@@ -22,6 +22,7 @@ examples:
   eval "$(ring-devcluster up -q)"     # start and export KUBECONFIG in this shell
   ring-devcluster up --with jobset,volcano   # also run real workload controllers
   ring-devcluster up --with node      # also a real node (kubelet, containerd, CoreDNS; root, one per machine)
+  ring-devcluster up --with prometheus # also Prometheus scraping the controller's pods (implies node)
   ring-devcluster status              # components, pids, health; exit 3 if unhealthy
   ring-devcluster import-image app.tar # into the real node's containerd (imagePullPolicy: Never)
   ring-devcluster tools               # build helm and kubectl (cached) and print their paths

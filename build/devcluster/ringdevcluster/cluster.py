@@ -450,6 +450,19 @@ class Cluster:
         """
         return _stop_pid_file(self._pid_path(name), grace=grace)
 
+    def reload(self, name: str) -> None:
+        """Make running component ``name`` re-read its configuration files (Prometheus: ``POST /-/reload``)."""
+        if name != "prometheus":
+            raise ClusterError(f"{name} has no configuration reload")
+        url = f"http://127.0.0.1:{self.ports['prometheus-web']}/-/reload"
+        try:
+            with _no_proxy_opener(None).open(urllib.request.Request(url, method="POST"), timeout=30) as resp:
+                resp.read()
+        except (urllib.error.URLError, OSError) as err:
+            raise ClusterError(
+                f"prometheus did not reload its configuration ({err}); see {self.log_path(name)}"
+            ) from None
+
     def start_node(self, *, say: Say) -> None:
         """Start (or repair) the real node: host set-up, containerd, the sandbox image, then the rest.
 
@@ -942,6 +955,10 @@ def _finish(cluster: Cluster, *, nodes: int, say: Say) -> None:
     cluster.wait_objects(crds=crds, nodes=names)
     if cluster.addons:
         cluster.apply_addon_objects()
+        for name in cluster.addons:
+            if addon_specs.refresh(name, state_dir=cluster.state_dir) and cluster.pid(name) is not None:
+                cluster.reload(name)
+                say(f"reloaded {name}: its configuration changed")
         extra = [n for n in cluster.components if n not in COMPONENTS]
         for name in extra:
             if name not in node.PROCESSES:
