@@ -53,11 +53,22 @@ START_MARKER = 'echo "CONTAINER_START $(date +%s.%N)"; exec "$@"'
 PORT = 12345
 
 
+#: Images (re)built from this checkout and imported in this test session.
+_IMPORTED: set[str] = set()
+
+
 def ensure_image(image: str, flag: str) -> None:
-    """Import ``image`` into the node's containerd unless it is there (``build/image.sh FLAG --import``,
-    cached: seconds once built)."""
-    if f"docker.io/library/{image}" not in node.image_names():
+    """Build ``image`` from this checkout and import it into the node's containerd, once per test
+    session (``build/image.sh FLAG --import``; its layers are cached: seconds once built).
+
+    Not skipped when the tag is already there: the node outlives test runs and checkouts, and an
+    image imported from other code under the same tag would be tested instead of this one.
+    """
+    if image not in _IMPORTED:
         subprocess.run([str(REPO / "build" / "image.sh"), flag, "--import"], check=True)
+        _IMPORTED.add(image)
+    if f"docker.io/library/{image}" not in node.image_names():
+        raise RuntimeError(f"{image} is not in the node's containerd after build/image.sh {flag} --import")
 
 
 def apply(api: client.ApiClient, docs: list[Json], *, manager: str = "ring-controller-tests") -> None:
