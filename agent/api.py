@@ -87,6 +87,12 @@ class Gone(ApiError):
     (compacted away); list again."""
 
 
+class NotLeader(Exception):
+    """A write refused before it was sent: this process no longer holds the leader Lease
+    (see ``LeaderElector.may_write``). The sync fails and is retried, by whichever
+    process leads by then."""
+
+
 class KubeAPI(Protocol):
     """ConfigMap and Event verbs the agent uses.
 

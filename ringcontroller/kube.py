@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 from urllib.parse import quote
@@ -35,7 +35,7 @@ import structlog
 from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry
 
-from agent.api import ApiError, Json, NotFound
+from agent.api import ApiError, Json, NotFound, NotLeader
 from ranktable.podenv import pod_name
 from ringcontroller.metrics import client_metrics
 
@@ -289,6 +289,13 @@ class RestKubeAPI:
         self._client = client
         self._registry = registry
         self._instance = pod_name()
+        #: The write fence (``LeaderElector.may_write`` under leader election): ConfigMap
+        #: writes and pod patches are refused, without a request, while it says False.
+        self.may_write: Callable[[], bool] = lambda: True
+
+    def _fence(self, what: str) -> None:
+        if not self.may_write():
+            raise NotLeader(f"{what}: refused, this process no longer holds the leader Lease")
 
     async def request(
         self,
@@ -311,14 +318,17 @@ class RestKubeAPI:
             return None
 
     async def create_configmap(self, namespace: str, body: Json) -> Json:
+        self._fence(f"create ConfigMap {namespace}/{body.get('metadata', {}).get('name', '?')}")
         return await self.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", body=body)
 
     async def replace_configmap(self, namespace: str, name: str, body: Json) -> Json:
+        self._fence(f"update ConfigMap {namespace}/{name}")
         return await self.request("PUT", f"/api/v1/namespaces/{namespace}/configmaps/{name}", body=body)
 
     async def annotate_pod(self, namespace: str, name: str, *, uid: str, annotations: dict[str, str]) -> None:
         """A JSON merge patch of the pod's annotations; its ``metadata.uid`` is a
         precondition (the server answers 409 when the name now holds another pod)."""
+        self._fence(f"patch pod {namespace}/{name}")
         await self.request(
             "PATCH",
             f"/api/v1/namespaces/{namespace}/pods/{name}",

@@ -258,6 +258,20 @@ class LeaderElector:
         """True between a successful ``acquire`` and the end of ``hold`` (or ``release``)."""
         return self._leading
 
+    def may_write(self) -> bool:
+        """True while this process leads AND its last successful renewal started
+        less than ``renew_deadline`` ago, on the monotonic clock.
+
+        The write fence, checked right before every ConfigMap write and pod
+        patch. :attr:`is_leader` alone is not enough: a process that was
+        frozen (SIGSTOP, a paused VM, a long GC or swap stall) past the
+        lease's duration resumes with ``is_leader`` still True, and its
+        workers can run before :meth:`hold` notices the missed deadline,
+        while a standby already holds the Lease. The monotonic clock moved
+        during the freeze, so this check refuses those writes.
+        """
+        return self._leading and self._clock() - self._renewed_at < self.renew_deadline
+
     @property
     def holder(self) -> str:
         """The holder last observed (``""``: free or not yet read)."""

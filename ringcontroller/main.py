@@ -112,6 +112,7 @@ async def serve(
                 log.info("controller.stopping", leader=False)
                 return EXIT_OK
             holding = asyncio.create_task(elector.hold(), name="lease-renewal")
+            controller.kube_api.may_write = elector.may_write
         interrupts = [t for t in (stopping, holding) if t is not None]
         if await _first(informers, *interrupts):
             controller.start_workers()

@@ -12,31 +12,16 @@ from typing import Any
 import pytest
 
 from tests.support.controllerproc import ControllerProcess
-from tests.support.factories import jobset, jobset_job, pod_template
+from tests.support.factories import deployment, jobset, jobset_job
 from tests.support.kubehelp import running_pods, wait_for, wait_spec
 
 pytestmark = pytest.mark.integration
 
 
-def _deployment(name: str, replicas: int) -> dict[str, Any]:
-    tpl = pod_template(port=4000)
-    tpl["metadata"]["labels"]["app"] = name
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "labels": {"ring-controller.atlas": "tensorflow"}},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {**tpl, "spec": {**tpl["spec"], "restartPolicy": "Always"}},
-        },
-    }
-
-
 def test_deployment_completes_and_a_replaced_pod_bumps_the_epoch(
     k8s: Any, namespace: str, controller: ControllerProcess
 ) -> None:
-    k8s.apps.create_namespaced_deployment(namespace, _deployment("web", 2))
+    k8s.apps.create_namespaceddeployment(namespace, deployment("web", 2))
     first = wait_spec(k8s, namespace, "rings-config-web")
     assert first["job"]["kind"] == "Deployment" and len(first["members"]) == 2
     live = wait_for(lambda: running_pods(k8s, namespace, [m["pod"] for m in first["members"]]), what="pods running")

@@ -16,25 +16,10 @@ from typing import Any
 import pytest
 
 from tests.support.controllerproc import ControllerProcess
-from tests.support.factories import pod_template
+from tests.support.factories import deployment
 from tests.support.kubehelp import create_namespace, delete_namespace, fresh_namespace_name, read_configmap, wait_spec
 
 pytestmark = pytest.mark.integration
-
-
-def _deployment(name: str) -> dict[str, Any]:
-    tpl = pod_template(port=4000)
-    tpl["metadata"]["labels"]["app"] = name
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "labels": {"ring-controller.atlas": "tensorflow"}},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {**tpl, "spec": {**tpl["spec"], "restartPolicy": "Always"}},
-        },
-    }
 
 
 @pytest.fixture
@@ -49,13 +34,13 @@ def test_listed_namespaces_get_specs_and_an_unlisted_one_does_not(
     k8s: Any, kubeconfig: Path, namespace: str, other_namespaces: list[str], tmp_path: Path
 ) -> None:
     second, unlisted = other_namespaces
-    k8s.apps.create_namespaced_deployment(unlisted, _deployment("outside"))
+    k8s.apps.create_namespaceddeployment(unlisted, deployment("outside"))
     proc = ControllerProcess(
         kubeconfig=str(kubeconfig), namespace=f"{namespace},{second}", log_path=tmp_path / "controller.log"
     ).start()
     try:
-        k8s.apps.create_namespaced_deployment(namespace, _deployment("inside"))
-        k8s.apps.create_namespaced_deployment(second, _deployment("inside"))
+        k8s.apps.create_namespaceddeployment(namespace, deployment("inside"))
+        k8s.apps.create_namespaceddeployment(second, deployment("inside"))
         for ns in (namespace, second):
             spec = wait_spec(k8s, ns, "rings-config-inside")
             assert spec["job"]["namespace"] == ns and len(spec["members"]) == 2

@@ -299,3 +299,19 @@ def jobset_job(js: Json, *, rjob: str, job_index: int, restart: int = 0) -> Json
         },
         "spec": job_spec,
     }
+
+
+def deployment(name: str, replicas: int = 2, *, port: int = 4000) -> Json:
+    """A labelled Deployment whose pods name ``port`` (the kind the controller serves by creation order)."""
+    tpl = pod_template(port=port)
+    tpl["metadata"]["labels"]["app"] = name
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": {DEFAULT_LABEL_KEY: "tensorflow"}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {**tpl, "spec": {**tpl["spec"], "restartPolicy": "Always"}},
+        },
+    }

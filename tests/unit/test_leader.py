@@ -271,6 +271,32 @@ class TestElectorOnAStore:
             holding.cancel()
         assert not e.is_leader and master(registry) == 0.0
 
+    async def test_may_write_only_within_the_renew_deadline_even_before_hold_notices(self) -> None:
+        # A frozen process resumes with is_leader still True; the fence must already say no.
+        leases, clock = MemoryLeases(), Clock()
+        e, _ = elector(leases, clock)
+        assert not e.may_write()  # not leading yet
+        await e.acquire()
+        assert e.may_write()
+        clock.now += 9.9
+        assert e.may_write()
+        clock.now += 0.2  # past the renew deadline, no renewal ran (hold() is not even started)
+        assert e.is_leader and not e.may_write()
+
+    async def test_a_renewal_reopens_the_fence(self) -> None:
+        leases, clock = MemoryLeases(), Clock()
+        e, _ = elector(leases, clock)
+        await e.acquire()
+        holding = asyncio.create_task(e.hold())
+        try:
+            clock.now += 9.0
+            renewals = sum(1 for m, _ in leases.calls if m == "PUT")
+            await until(lambda: sum(1 for m, _ in leases.calls if m == "PUT") > renewals, "a renewal")
+            clock.now += 9.0  # 18 s after acquiring, 9 s after the renewal
+            assert e.may_write()
+        finally:
+            holding.cancel()
+
     async def test_release_frees_the_lease_keeping_its_transitions(self) -> None:
         leases, clock = MemoryLeases(), Clock()
         leases.put_spec(LeaseRecord("", 1, "t0", "t0", 6).to_spec())
