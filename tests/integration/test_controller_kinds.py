@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 def test_deployment_completes_and_a_replaced_pod_bumps_the_epoch(
     k8s: Any, namespace: str, controller: ControllerProcess
 ) -> None:
-    k8s.apps.create_namespaceddeployment(namespace, deployment("web", 2))
+    k8s.apps.create_namespaced_deployment(namespace, deployment("web", 2))
     first = wait_spec(k8s, namespace, "rings-config-web")
     assert first["job"]["kind"] == "Deployment" and len(first["members"]) == 2
     live = wait_for(lambda: running_pods(k8s, namespace, [m["pod"] for m in first["members"]]), what="pods running")

@@ -34,13 +34,13 @@ def test_listed_namespaces_get_specs_and_an_unlisted_one_does_not(
     k8s: Any, kubeconfig: Path, namespace: str, other_namespaces: list[str], tmp_path: Path
 ) -> None:
     second, unlisted = other_namespaces
-    k8s.apps.create_namespaceddeployment(unlisted, deployment("outside"))
+    k8s.apps.create_namespaced_deployment(unlisted, deployment("outside"))
     proc = ControllerProcess(
         kubeconfig=str(kubeconfig), namespace=f"{namespace},{second}", log_path=tmp_path / "controller.log"
     ).start()
     try:
-        k8s.apps.create_namespaceddeployment(namespace, deployment("inside"))
-        k8s.apps.create_namespaceddeployment(second, deployment("inside"))
+        k8s.apps.create_namespaced_deployment(namespace, deployment("inside"))
+        k8s.apps.create_namespaced_deployment(second, deployment("inside"))
         for ns in (namespace, second):
             spec = wait_spec(k8s, ns, "rings-config-inside")
             assert spec["job"]["namespace"] == ns and len(spec["members"]) == 2
