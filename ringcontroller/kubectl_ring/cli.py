@@ -1,7 +1,7 @@
 """``kubectl-ring``: flags, the reads each command needs, exit codes.
 
     kubectl ring get [-n NS | -A] [-o wide|json|yaml]
-    kubectl ring describe [KIND/]JOB [-n NS]
+    kubectl ring describe [KIND/]JOB [-n NS] [-o json|yaml]
     kubectl ring env POD [-n NS] [-c CONTAINER] [-o env|json]
 
 Reads with GET only (:mod:`~ringcontroller.kubectl_ring.api`); every failure
@@ -56,7 +56,7 @@ their spec status, and why a job's spec is not complete yet.
   kubectl ring get [-n NS | -A] [-o wide|json|yaml]
       one line per job: kind, name, spec status, epoch, members counting /
       expected, age of the spec (its last write), ConfigMap
-  kubectl ring describe [KIND/]JOB
+  kubectl ring describe [KIND/]JOB [-o json|yaml]
       the members in rank order and, while the spec is not completed, why:
       slots without a pod, pods not Running or without an IP, bad ports or
       device annotations, the job's Warning Events, and what you can do
@@ -129,6 +129,9 @@ def parser() -> argparse.ArgumentParser:
     )
     describe.add_argument(
         "job", metavar="[KIND/]JOB", help="a job name, or KIND/NAME (kinds: " + ", ".join(k.short for k in KINDS) + ")"
+    )
+    describe.add_argument(
+        "-o", "--output", choices=("json", "yaml"), default=None, help="machine-readable output (default: text)"
     )
     env = sub.add_parser("env", parents=[common], help="what ring-launch exports in a pod", epilog=EXIT_CODES)
     env.add_argument("pod", metavar="POD")
@@ -269,6 +272,9 @@ def _describe(reader: Reader, args: argparse.Namespace) -> int:
         and (e.get("involvedObject") or {}).get("uid") in (None, "", w.uid)
     ]
     events.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+    if args.output in ("json", "yaml"):
+        sys.stdout.write(render.dump(render.describe_data(view, events=events, label_key=args.label_key), args.output))
+        return EXIT_OK
     sys.stdout.write(render.describe_text(view, events=events, label_key=args.label_key))
     return EXIT_OK
 

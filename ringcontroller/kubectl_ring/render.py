@@ -186,6 +186,32 @@ def job_data(view: JobView) -> Json:
     }
 
 
+def describe_data(view: JobView, *, events: Sequence[Json] = (), label_key: str) -> Json:
+    """``kubectl ring describe -o json|yaml``: :func:`job_data` plus every slot, the pods
+    that fill none, the Warning Events and the advice, as the text shows them."""
+    return {
+        **job_data(view),
+        "slots": [
+            {
+                "rank": s.rank,
+                "task": s.task,
+                "index": s.index,
+                "pod": s.pod.name if s.pod else None,
+                "ip": s.pod.ip or None if s.pod else None,
+                "port": s.pod.port if s.pod else None,
+                "node": s.pod.node or None if s.pod else None,
+                "state": s.state,
+                "detail": s.detail,
+                "why": _why(view, s) if not s.counts else None,
+            }
+            for s in view.explanation.slots
+        ],
+        "ignoredPods": [{"pod": i.pod.name, "reason": i.reason} for i in view.explanation.ignored],
+        "warningEvents": [{k: e.get(k) for k in ("reason", "message", "count", "lastTimestamp")} for e in events],
+        "advice": advice(view, label_key=label_key),
+    }
+
+
 def get_data(found: Sequence[JobView]) -> Json:
     """``kubectl ring get -o json|yaml``: a kubectl-style List."""
     return {"apiVersion": "v1", "kind": "List", "items": [job_data(v) for v in found]}

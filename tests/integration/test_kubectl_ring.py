@@ -20,7 +20,7 @@ import yaml
 
 from tests.support.charts import tool
 from tests.support.controllerproc import ControllerProcess
-from tests.support.factories import device_annotation, pod_template, volcano_job
+from tests.support.factories import deployment, device_annotation, pod_template, volcano_job
 from tests.support.kubectlring import installed, readme_role, ring, run, section, table, token_kubeconfig
 from tests.support.kubehelp import (
     all_members,
@@ -178,6 +178,23 @@ def test_describe_a_job_waiting_on_a_missing_pod_an_unscheduled_pod_and_a_pod_wi
     assert "Running pods without an IP (waits-worker-2)" in advice
     assert section(text, "Warning Events:").strip() == "<none>"
 
+    # -o json says the same, as data: every slot, its state, the reason it waits.
+    data = json.loads(_ok(ring("describe", "-n", namespace, "waits", "-o", "json", kubeconfig=kubeconfig)))
+    assert (data["status"], data["ready"], data["expected"]) == ("initializing", 1, 4)
+    assert [(s["rank"], s["pod"], s["state"]) for s in data["slots"]] == [
+        (0, "waits-worker-0", "counting"),
+        (1, "waits-worker-1", "not_running"),
+        (2, "waits-worker-2", "no_ip"),
+        (3, None, "missing"),
+    ]
+    assert (data["slots"][0]["ip"], data["slots"][0]["port"], data["slots"][0]["why"]) == (w0.status.pod_ip, 2222, None)
+    assert [s["why"] for s in data["slots"][1:]] == [line.strip() for line in why.splitlines()]
+    assert data["warningEvents"] == [] and len(data["advice"]) == 3
+    assert (
+        yaml.safe_load(_ok(ring("describe", "-n", namespace, "waits", "-o", "yaml", kubeconfig=kubeconfig)))["slots"]
+        == data["slots"]
+    )
+
     # ring-launch in the waiting pod would wait: env says so, with the spec's own words, and exits 4.
     waiting = ring("env", "-n", namespace, "waits-worker-0", kubeconfig=kubeconfig)
     assert waiting.returncode == 4, waiting.stderr
@@ -252,6 +269,22 @@ def test_describe_an_invalid_job_bad_device_annotation_and_bad_port(
     assert "The workload itself is invalid" in section(invalid, "What you can do:")
     assert "has not written" not in invalid  # it never writes an invalid job's spec: no false lead
     assert "InvalidWorkload" in section(invalid, "Warning Events:")
+
+
+def test_describe_a_deployment_lists_its_members_in_creation_order(
+    k8s: Any, namespace: str, kubeconfig: Path, controller: ControllerProcess
+) -> None:
+    k8s.apps.create_namespaced_deployment(namespace, deployment("web", 3))
+    spec = wait_spec(k8s, namespace, "rings-config-web")
+    text = _ok(ring("describe", "-n", namespace, "deploy/web", kubeconfig=kubeconfig))
+    assert "Kind:        Deployment (apps/v1), deploy/web" in text
+    listed = table(section(text, "Members (rank order):"))
+    assert [(r["RANK"], r["POD"], r["ADDRESS"]) for r in listed] == [
+        (str(m["rank"]), m["pod"], f"{m['ip']}:{m['port']}") for m in spec["members"]
+    ]
+    assert [m["port"] for m in spec["members"]] == [4000, 4000, 4000]
+    (row,) = table(_ok(ring("get", "-n", namespace, kubeconfig=kubeconfig)))
+    assert (row["KIND"], row["NAME"], row["STATUS"], row["READY"]) == ("deploy", "web", "completed", "3/3")
 
 
 def test_env_is_what_ring_launch_prints_in_that_pod(
