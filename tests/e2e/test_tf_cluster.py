@@ -72,23 +72,6 @@ class RunningTimes:
         self._thread.join(timeout=5)
 
 
-def _train_argv(cifar: Path, result: Path) -> list[str]:
-    return [
-        sys.executable,
-        str(tfharness.TRAIN_PY),
-        "--data-dir",
-        str(cifar),
-        "--steps",
-        str(STEPS),
-        "--batch-size",
-        "16",
-        "--learning-rate",
-        "0.05",
-        "--result",
-        str(result),
-    ]
-
-
 def _run_job(
     *, k8s: Any, namespace: str, kubeconfig: str, tmp_path: Path, cifar: Path, workers: int, api_mode: set[int]
 ) -> dict[str, Any]:
@@ -121,7 +104,12 @@ def _run_job(
             )
             launch = [RING_LAUNCH, "--config-dir", str(directory)]
         specs.append(
-            WorkerSpec(name=f"worker-{i}", argv=[*launch, "--", *_train_argv(cifar, result)], env=env, result=result)
+            WorkerSpec(
+                name=f"worker-{i}",
+                argv=[*launch, "--", *tfharness.train_argv(cifar, steps=STEPS, result=result)],
+                env=env,
+                result=result,
+            )
         )
     try:
         # The launchers start first and wait, as in pods whose containers start

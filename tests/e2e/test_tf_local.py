@@ -165,20 +165,7 @@ def test_two_workers_train_in_sync(cifar_dir: Path, tmp_path: Path) -> None:
     specs = [
         WorkerSpec(
             name=f"worker-{i}",
-            argv=[
-                sys.executable,
-                str(tfharness.TRAIN_PY),
-                "--data-dir",
-                str(cifar_dir),
-                "--steps",
-                str(STEPS),
-                "--batch-size",
-                "16",
-                "--learning-rate",
-                "0.05",
-                "--result",
-                str(tmp_path / f"result-{i}.json"),
-            ],
+            argv=tfharness.train_argv(cifar_dir, steps=STEPS, result=tmp_path / f"result-{i}.json"),
             env=tfharness.worker_env(TF_CONFIG=tfharness.tf_config(workers=addresses, index=i)),
             result=tmp_path / f"result-{i}.json",
         )

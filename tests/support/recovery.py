@@ -111,26 +111,15 @@ class TrainingJob:
             source = ["--from-api", "--kubeconfig", self.kubeconfig, "--namespace", self.namespace]
             source += ["--configmap", self.configmap]
         supervise = ["--supervise", "--grace-period", str(GRACE)] if self.supervise else []
-        train = [
-            sys.executable,
-            str(tfharness.TRAIN_PY),
-            "--data-dir",
-            str(self.cifar),
-            "--steps",
-            str(STEPS),
-            "--batch-size",
-            "16",
-            "--learning-rate",
-            "0.05",
-            "--checkpoint-dir",
-            str(self.checkpoints),
-            "--checkpoint-every",
-            str(CHECKPOINT_EVERY),
-            "--step-delay",
-            str(STEP_DELAY),
-            "--result",
-            str(self.result_path(index)),
-        ]
+        train = tfharness.train_argv(
+            self.cifar,
+            steps=STEPS,
+            result=self.result_path(index),
+            extra=[
+                "--checkpoint-dir", str(self.checkpoints), "--checkpoint-every", str(CHECKPOINT_EVERY),
+                "--step-delay", str(STEP_DELAY),
+            ],
+        )  # fmt: skip
         spec = WorkerSpec(
             name=f"{self.name}-{index}-{self.starts}",
             argv=[RING_LAUNCH, *source, *supervise, "--", *train],

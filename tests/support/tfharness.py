@@ -48,6 +48,16 @@ EXAMPLE_DIR = REPO_ROOT / "build" / "examples" / "tensorflow"
 TRAIN_PY = EXAMPLE_DIR / "train.py"
 """The example MultiWorkerMirroredStrategy training program."""
 
+
+def train_argv(data_dir: Path, *, steps: int, result: Path, extra: Sequence[str] = ()) -> list[str]:
+    """The example's command line as the tests run it: batch 16, learning rate 0.05, ``extra``
+    options, the result file last."""
+    return [
+        sys.executable, str(TRAIN_PY), "--data-dir", str(data_dir), "--steps", str(steps),
+        "--batch-size", "16", "--learning-rate", "0.05", *extra, "--result", str(result),
+    ]  # fmt: skip
+
+
 MAKE_CIFAR10_PY = EXAMPLE_DIR / "make_cifar10.py"
 """The synthetic CIFAR-10 generator."""
 

@@ -102,10 +102,7 @@ def test_two_worker_trainjob_trains_in_sync_through_trainer_and_jobset(
                     ).start()
                     launch = [RING_LAUNCH, "--config-dir", str(directory)]
                 result = tmp_path / f"result-{i}.json"
-                train = [
-                    sys.executable, str(tfharness.TRAIN_PY), "--data-dir", str(cifar_dir), "--steps", str(STEPS),
-                    "--batch-size", "16", "--learning-rate", "0.05", "--result", str(result),
-                ]  # fmt: skip
+                train = tfharness.train_argv(cifar_dir, steps=STEPS, result=result)
                 specs.append(
                     WorkerSpec(
                         name=f"worker-{i}",
