@@ -96,6 +96,44 @@ class Patch:
     files: tuple[tuple[str, str], ...]
 
 
+def _kube_stamp(version: str) -> list[str]:
+    match = re.fullmatch(r"v(\d+)\.(\d+)\.\d+.*", version)
+    if match is None:
+        raise BuildError(f"cannot parse Kubernetes version {version!r}")
+    return [
+        f"-X {_KUBE_VERSION_PKG}.gitVersion={version}",
+        f"-X {_KUBE_VERSION_PKG}.gitMajor={match.group(1)}",
+        f"-X {_KUBE_VERSION_PKG}.gitMinor={match.group(2)}",
+    ]
+
+
+def _kubectl_stamp(version: str) -> list[str]:
+    # k8s.io/kubectl vX.Y.Z is Kubernetes v1.Y.Z: stamp that, as a release kubectl reports it.
+    match = re.fullmatch(r"v0\.(\d+)\.(\d+)", version)
+    if match is None:
+        raise BuildError(f"cannot parse k8s.io/kubectl version {version!r}")
+    return [
+        f"-X {_KUBE_VERSION_PKG}.gitVersion=v1.{match.group(1)}.{match.group(2)}",
+        f"-X {_KUBE_VERSION_PKG}.gitMajor=1",
+        f"-X {_KUBE_VERSION_PKG}.gitMinor={match.group(1)}",
+    ]
+
+
+def _helm_stamp(version: str) -> list[str]:
+    # Otherwise `helm version` says only the minor line built into the source,
+    # and `helm template`/`lint` assume Kubernetes 1.20 (as upstream's
+    # Makefile does, the version of the k8s.io modules Helm is built with).
+    flags = [f"-X helm.sh/helm/v3/internal/version.version={version}"]
+    for pkg in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
+        flags += [f"-X {pkg}.k8sVersionMajor=1", f"-X {pkg}.k8sVersionMinor={HELM_KUBE_MINOR}"]
+    return flags
+
+
+def _prometheus_stamp(version: str) -> list[str]:
+    # Else `prometheus --version` and /api/v1/status/buildinfo say "".
+    return [f"-X github.com/prometheus/common/version.Version={version}"]
+
+
 @dataclasses.dataclass(frozen=True)
 class Module:
     """One wrapper Go module and the binaries it produces.
@@ -119,39 +157,12 @@ class Module:
     cold_minutes: int = 5
     patches: tuple[Patch, ...] = ()
     tags: tuple[str, ...] = ()
+    #: The ``-X`` flags that stamp the release into the binaries, from the version.
+    stamp: Callable[[str], list[str]] | None = None
 
     def ldflags(self, version: str) -> str:
         """The ``-ldflags`` value for this module at ``version``."""
-        flags = ["-s", "-w"]
-        if self.name in ("kube", "node"):
-            match = re.fullmatch(r"v(\d+)\.(\d+)\.\d+.*", version)
-            if match is None:
-                raise BuildError(f"cannot parse Kubernetes version {version!r}")
-            flags += [
-                f"-X {_KUBE_VERSION_PKG}.gitVersion={version}",
-                f"-X {_KUBE_VERSION_PKG}.gitMajor={match.group(1)}",
-                f"-X {_KUBE_VERSION_PKG}.gitMinor={match.group(2)}",
-            ]
-        if self.name == "kubectl":
-            # k8s.io/kubectl vX.Y.Z is Kubernetes v1.Y.Z: stamp that, as a release kubectl reports it.
-            match = re.fullmatch(r"v0\.(\d+)\.(\d+)", version)
-            if match is None:
-                raise BuildError(f"cannot parse k8s.io/kubectl version {version!r}")
-            flags += [
-                f"-X {_KUBE_VERSION_PKG}.gitVersion=v1.{match.group(1)}.{match.group(2)}",
-                f"-X {_KUBE_VERSION_PKG}.gitMajor=1",
-                f"-X {_KUBE_VERSION_PKG}.gitMinor={match.group(1)}",
-            ]
-        if self.name == "helm":
-            # Otherwise `helm version` says only the minor line built into the source,
-            # and `helm template`/`lint` assume Kubernetes 1.20 (as upstream's
-            # Makefile does, the version of the k8s.io modules Helm is built with).
-            flags.append(f"-X helm.sh/helm/v3/internal/version.version={version}")
-            for pkg in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
-                flags += [f"-X {pkg}.k8sVersionMajor=1", f"-X {pkg}.k8sVersionMinor={HELM_KUBE_MINOR}"]
-        if self.name == "prometheus":  # else `prometheus --version` and /api/v1/status/buildinfo say ""
-            flags.append(f"-X github.com/prometheus/common/version.Version={version}")
-        return " ".join(flags)
+        return " ".join(["-s", "-w", *(self.stamp(version) if self.stamp else ())])
 
     def build_args(self, version: str, out_dir: Path) -> list[str]:
         """The exact ``go build`` argv (run inside the module directory)."""
@@ -189,6 +200,7 @@ MODULES: tuple[Module, ...] = (
         ),
         binaries=("kube-apiserver", "kube-controller-manager", "kube-scheduler"),
         cold_minutes=10,
+        stamp=_kube_stamp,
     ),
 )
 
@@ -242,6 +254,7 @@ ADDON_MODULES: dict[str, Module] = {
             packages=("k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy", "./pause", "./relay"),
             binaries=("kubelet", "kube-proxy", "pause", "relay"),
             cold_minutes=2,  # after kube: most packages are shared
+            stamp=_kube_stamp,
         ),
         Module(
             name="coredns",
@@ -261,6 +274,7 @@ ADDON_MODULES: dict[str, Module] = {
             packages=("helm.sh/helm/v3/cmd/helm",),
             binaries=("helm",),
             cold_minutes=6,
+            stamp=_helm_stamp,
         ),
         Module(
             name="kubectl",
@@ -268,6 +282,7 @@ ADDON_MODULES: dict[str, Module] = {
             packages=(".",),  # main.go: k8s.io/kubectl's command
             binaries=("kubectl",),
             cold_minutes=3,
+            stamp=_kubectl_stamp,
         ),
         # ``--with prometheus``: the Prometheus server that scrapes the
         # controller pods on the real node, and promtool (the alert rules'
@@ -283,6 +298,7 @@ ADDON_MODULES: dict[str, Module] = {
             ),
             binaries=("prometheus", "promtool"),
             cold_minutes=12,
+            stamp=_prometheus_stamp,
             tags=("remove_all_sd", "enable_kubernetes_sd"),
         ),
     )
