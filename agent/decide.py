@@ -467,9 +467,10 @@ def _super_pods(
         for pod, annotation in npu:
             if annotation is not None and not all(d.has_ip for d in annotation.devices):
                 problems.append(
-                    Problem(
-                        "device_device_ip",
-                        f"pod {pod.name}: invalid device annotation: a device has no IP, and rank table 1.2 "
+                    _device_problem(
+                        pod,
+                        "device_ip",
+                        "a device has no IP, and rank table 1.2 "
                         f"needs every device's IP when the job spans {len(set(found.values()))} super pods",
                     )
                 )

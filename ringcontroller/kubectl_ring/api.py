@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlencode
 
+from ranktable.podenv import pod_namespace
+
 Json = dict[str, Any]
 
 #: Seconds per request (connect and read).
@@ -78,14 +80,11 @@ class Reader:
             if kubeconfig is None and not _kubeconfig_exists() and os.environ.get("KUBERNETES_SERVICE_HOST"):
                 config.load_incluster_config()  # type: ignore[no-untyped-call]
                 self._api = client.ApiClient()
-                self.namespace = _incluster_namespace() or "default"
+                self.namespace = pod_namespace() or "default"
             else:
                 self._api = config.new_client_from_config(config_file=kubeconfig, context=context)  # type: ignore[no-untyped-call]
-                _, active = config.list_kube_config_contexts(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-                chosen = active
-                if context:
-                    contexts, _ = config.list_kube_config_contexts(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-                    chosen = next((c for c in contexts if c.get("name") == context), active)
+                contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+                chosen = next((c for c in contexts if c.get("name") == context), active) if context else active
                 self.namespace = ((chosen or {}).get("context") or {}).get("namespace") or "default"
         except Exception as err:  # noqa: BLE001 - config errors come in many types; all are the user's to fix
             where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
@@ -169,14 +168,6 @@ def _kubeconfig_exists() -> bool:
     if os.environ.get("KUBECONFIG"):
         return True
     return os.path.exists(os.path.expanduser("~/.kube/config"))
-
-
-def _incluster_namespace() -> str | None:
-    try:
-        with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace", encoding="utf-8") as handle:
-            return handle.read().strip() or None
-    except OSError:
-        return None
 
 
 def _api_message(status: int, body: Any, path: str) -> str:
