@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ringdevcluster import ensure_up, node  # noqa: E402
-from tests.support import nodejobs  # noqa: E402
+from tests.support import charts, nodejobs  # noqa: E402
 from tests.support.clients import workloads_state_dir  # noqa: E402
 
 JOB_FILE = REPO / "build" / "examples" / "volcano" / "tf-cifar10.yaml"
@@ -92,7 +92,7 @@ def main() -> int:
     api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
 
-    docs = nodejobs.manifests("rbac.yaml") + nodejobs.manifests("ring-controller.yaml")
+    docs = charts.shipped("rbac.yaml", "ring-controller.yaml")
     ns_doc = next(d for d in docs if d["kind"] == "Namespace")
     fresh_namespace(core, "ring-controller", ns_doc["metadata"].get("labels"))
     say("kubectl apply --server-side -f build/rbac.yaml -f build/ring-controller.yaml (unchanged)")
@@ -154,10 +154,10 @@ def main() -> int:
 
     def finished() -> list[Any] | None:
         ps = core.list_namespaced_pod(args.namespace, label_selector=f"volcano.sh/job-name={name}").items
-        if any(x.status.phase == "Failed" for x in ps):
-            raise SystemExit(
-                "demo: a worker failed: " + core.read_namespaced_pod_log(ps[0].metadata.name, args.namespace)[-2000:]
-            )
+        failed = next((x for x in ps if x.status.phase == "Failed"), None)
+        if failed is not None:
+            log = core.read_namespaced_pod_log(failed.metadata.name, args.namespace)[-2000:]
+            raise SystemExit(f"demo: worker {failed.metadata.name} failed: {log}")
         return ps if ps and all(x.status.phase == "Succeeded" for x in ps) else None
 
     workers = wait("training to finish", finished, timeout=600, interval=1.0)
