@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,7 @@ def test_a_completed_job_in_get_every_format_and_describe(
             "CONFIGMAP": "rings-config-done",
         }
     ]
-    assert rows[0]["AGE"].endswith("s") or rows[0]["AGE"].endswith("m")
+    assert re.fullmatch(r"\d+s|\d+m(\d+s)?", rows[0]["AGE"]), rows[0]["AGE"]
 
     wide = table(_ok(ring("get", "-n", namespace, "-o", "wide", kubeconfig=kubeconfig)))
     assert (wide[0]["VERSION"], wide[0]["RUNTIME"], wide[0]["LIVE"], wide[0]["PROBLEMS"]) == (

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes_asyncio import config as async_config
@@ -33,6 +32,7 @@ from model.keys import EPOCH_ANNOTATION
 from ringcontroller.kube import RestKubeAPI
 from ringcontroller.leader import LeaderElector
 from ringdevcluster import Cluster
+from tests.support.charts import shipped
 from tests.support.controllerproc import ControllerProcess
 from tests.support.factories import pod_template, volcano_job
 from tests.support.kubehelp import (
@@ -46,7 +46,6 @@ from tests.support.kubehelp import (
 
 pytestmark = pytest.mark.integration
 
-BUILD = Path(__file__).resolve().parents[2] / "build"
 LEASE = "ring-controller"
 SHORT = [
     "--leader-elect-lease-duration",
@@ -335,11 +334,6 @@ def _retarget(doc: Json, namespace: str) -> Json:
     return doc
 
 
-def _manifests(name: str) -> list[Json]:
-    with open(BUILD / name) as f:
-        return [d for d in yaml.safe_load_all(f) if d]
-
-
 def _status(call: Any) -> int:
     try:
         call()
@@ -367,8 +361,8 @@ def test_shipped_rbac_runs_the_full_flow_and_forbids_everything_else(
 ) -> None:
     namespace = short_namespace
     controllers = Controllers(kubeconfig, namespace, tmp_path)
-    rbac = [_retarget(d, namespace) for d in _manifests("rbac.yaml")]
-    deploy = {d["kind"]: _retarget(d, namespace) for d in _manifests("ring-controller.yaml")}
+    rbac = [_retarget(d, namespace) for d in shipped("rbac.yaml")]
+    deploy = {d["kind"]: _retarget(d, namespace) for d in shipped("ring-controller.yaml")}
     cluster_scoped = [d for d in rbac if d["kind"].startswith("Cluster")]
     policies = [d for d in rbac if d["kind"] in POLICY_KINDS]
     admission = client.AdmissionregistrationV1Api(k8s.api)

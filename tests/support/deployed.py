@@ -25,7 +25,7 @@ from kubernetes.client.exceptions import ApiException
 
 from model.keys import DEFAULT_LABEL_KEY
 from ringdevcluster import node
-from tests.support import nodejobs
+from tests.support import charts, nodejobs
 from tests.support.kubehelp import wait_for
 
 Json = dict[str, Any]
@@ -69,6 +69,16 @@ def lease_holder(k8s: Any, namespace: str) -> str | None:
         raise
     holder = lease.spec.holder_identity
     return holder.rsplit("_", 1)[0] if holder else None
+
+
+def wait_leader(k8s: Any, namespace: str, names: set[str]) -> str:
+    """The replica among ``names`` that holds the Lease, once one does (the Lease read once per poll)."""
+    return str(
+        wait_for(
+            lambda: (lambda holder: holder if holder in names else None)(lease_holder(k8s, namespace)),
+            what="a leader among the replicas",
+        )
+    )
 
 
 def metric(ip: str, name: str) -> float | None:
@@ -121,10 +131,6 @@ def completed_spec(k8s: Any, namespace: str, name: str, *, members: int = 2) -> 
     return spec if spec.get("status") == "completed" and len(spec.get("members", [])) == members else None
 
 
-def _shipped() -> list[Json]:
-    return nodejobs.manifests("ring-controller.yaml") + nodejobs.manifests("rbac.yaml")
-
-
 def _delete_all(k8s: Any, docs: list[Json]) -> None:
     for doc in reversed(docs):
         nodejobs.delete(k8s.api, doc)
@@ -135,7 +141,7 @@ def _delete_all(k8s: Any, docs: list[Json]) -> None:
 def deployed_controller(k8s: Any) -> Iterator[list[Any]]:
     """Deploy the shipped manifests on the real node; yield the two Ready pods; delete it all afterwards."""
     nodejobs.ensure_image(IMAGE, "--controller")
-    docs = _shipped()
+    docs = charts.shipped(*charts.SHIPPED)
     if not namespace_gone(k8s, NAMESPACE):  # a previous run's leftovers
         _delete_all(k8s, docs)
     namespace_doc = next(d for d in docs if d["kind"] == "Namespace")

@@ -90,11 +90,6 @@ def delete(api: client.ApiClient, doc: Json) -> None:
             raise
 
 
-def manifests(name: str) -> list[Json]:
-    """The documents of ``build/<name>``."""
-    return [d for d in yaml.safe_load_all((REPO / "build" / name).read_text()) if d]
-
-
 def make_data(directory: Path) -> Path:
     """Small CIFAR-10 pickle batches in ``directory``, readable by the containers' user."""
     if not (directory / "test_batch").exists():

@@ -29,12 +29,11 @@ from kubernetes import client
 
 from ringdevcluster import Cluster, node
 from tests.support import charts, nodejobs
-from tests.support.deployed import completed_spec, controller_pods, create_workload, lease_holder, ready
+from tests.support.deployed import IMAGE, completed_spec, controller_pods, create_workload, ready, wait_leader
 from tests.support.kubehelp import create_namespace, delete_namespace, fresh_namespace_name, wait_for
 
 pytestmark = pytest.mark.integration
 
-IMAGE = "ring-controller:0.1.0"
 #: The release's label key (the chart's labelKey): a cluster-wide controller of
 #: another test (default key) cannot be the one that writes this test's specs.
 LABEL_KEY = "chart-test.ring-controller.io/runtime"
@@ -102,7 +101,7 @@ def test_helm_install_upgrade_uninstall_on_the_real_node(
         assert {p.spec.node_name for p in pods} == {node.NODE_NAME}
         assert {p.spec.service_account_name for p in pods} == {fullname}
         names = {p.metadata.name for p in pods}
-        wait_for(lambda: lease_holder(k8s, home) in names, what="a leader among the replicas")
+        wait_leader(k8s, home, names)
         # Namespace-scoped RBAC: ConfigMaps in the watched namespace only.
         assert _can(k8s, account, "create", "configmaps", namespace)
         assert not _can(k8s, account, "create", "configmaps", home)

@@ -31,6 +31,7 @@ from tests.support.deployed import (
     deployed_controller,
     lease_holder,
     metric,
+    wait_leader,
 )
 from tests.support.kubehelp import wait_for
 
@@ -44,10 +45,7 @@ def test_shipped_manifests_run_two_replicas_on_the_real_node_and_fail_over(k8s: 
         assert container.image == IMAGE and container.security_context.read_only_root_filesystem
         assert ready_pods[0].spec.security_context.run_as_user == 65532
         names = {p.metadata.name for p in ready_pods}
-        leader = wait_for(
-            lambda: lease_holder(k8s, NAMESPACE) if lease_holder(k8s, NAMESPACE) in names else None,
-            what="a leader among the replicas",
-        )
+        leader = wait_leader(k8s, NAMESPACE, names)
         by_name = {p.metadata.name: p for p in ready_pods}
         # Metrics from each pod IP: exactly one is the leader.
         status = {n: metric(by_name[n].status.pod_ip, "leader_election_master_status") for n in names}

@@ -29,7 +29,7 @@ import pytest
 from ringdevcluster import addons
 from ringdevcluster import prometheus as prom
 from tests.support import promapi
-from tests.support.deployed import NAMESPACE, completed_spec, create_workload, deployed_controller, lease_holder
+from tests.support.deployed import NAMESPACE, completed_spec, create_workload, deployed_controller, wait_leader
 from tests.support.kubehelp import wait_for
 from tests.support.promapi import PrometheusApi
 
@@ -112,10 +112,7 @@ def test_prometheus_scrapes_both_replicas_and_answers_every_rule_and_panel(
     with deployed_controller(k8s) as pods:
         names = {p.metadata.name for p in pods}
         ips = {p.metadata.name: p.status.pod_ip for p in pods}
-        leader = wait_for(
-            lambda: lease_holder(k8s, NAMESPACE) if lease_holder(k8s, NAMESPACE) in names else None,
-            what="a leader among the replicas",
-        )
+        leader = wait_leader(k8s, NAMESPACE, names)
         (standby,) = names - {leader}
 
         # Scraped through service discovery: both replicas, 1, within a few scrape intervals.
@@ -206,13 +203,8 @@ def _shipped_alerts() -> dict[str, tuple[float, dict[str, str]]]:
     """Alert name -> (``for`` in seconds, labels), from build/monitoring.yaml (what Prometheus must have loaded)."""
     rules = prom.rule_groups(prom.load_monitoring()["PrometheusRule"])
     return {
-        r["alert"]: (_seconds(r.get("for", "0s")), r.get("labels", {}))
+        r["alert"]: (prom.seconds(r.get("for", "0s")), r.get("labels", {}))
         for g in rules["groups"]
         for r in g["rules"]
         if "alert" in r
     }
-
-
-def _seconds(duration: str) -> float:
-    units = {"s": 1, "m": 60, "h": 3600}
-    return float(int(duration[:-1]) * units[duration[-1]])

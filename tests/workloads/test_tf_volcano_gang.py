@@ -61,11 +61,6 @@ def _one(docs: list[Json], kind: str) -> Json:
     return doc
 
 
-def _pod_spec(runtime: Json) -> Json:
-    spec: Json = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
-    return spec
-
-
 def _index(pod: Any) -> int:
     return int(pod.metadata.labels["batch.kubernetes.io/job-completion-index"])
 
@@ -102,7 +97,7 @@ def test_volcano_gang_runtime_starts_all_members_or_none_and_ranks_them_by_index
     name, nodes = tj["metadata"]["name"], tj["spec"]["trainer"]["numNodes"]
     configmap = f"rings-config-{name}"
     # What the example must say, read from the file itself.
-    pod_spec = _pod_spec(runtime)
+    pod_spec = nodejobs.pod_spec(runtime)
     (container,) = pod_spec["containers"]
     assert runtime["spec"]["podGroupPolicy"] == {"volcano": {}} and pod_spec["schedulerName"] == "volcano"
     assert container["command"][0] == "ring-launch" and "network" not in runtime["spec"]["template"]["spec"]
@@ -219,7 +214,7 @@ def _why_waiting(k8s: Any, namespace: str, name: str) -> str:
         for p in jobset_pods(k8s, namespace, name)
     }  # fmt: skip
     phases = [(g["metadata"]["name"], (g.get("status") or {}).get("phase")) for g in podgroups(k8s, namespace)]
-    taints = [t.key for t in k8s.core.read_node("real-node").spec.taints or []]
+    taints = [t.key for t in k8s.core.read_node(node.NODE_NAME).spec.taints or []]
     return f"containers waiting: {waiting}; PodGroups: {phases}; real-node taints: {taints}"
 
 
@@ -233,7 +228,7 @@ def test_volcano_gang_example_script_trains_in_sync_on_the_real_node(
     docs = volcano_example(namespace)
     queue, runtime, tj = _one(docs, "Queue"), _one(docs, "ClusterTrainingRuntime"), _one(docs, "TrainJob")
     name, nodes = tj["metadata"]["name"], tj["spec"]["trainer"]["numNodes"]
-    pod_spec = _pod_spec(runtime)
+    pod_spec = nodejobs.pod_spec(runtime)
     (container,) = pod_spec["containers"]
     container["resources"] = {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "2Gi"}}
     (cifar,) = (v for v in pod_spec["volumes"] if v["name"] == "cifar-data")
@@ -259,7 +254,7 @@ def test_volcano_gang_example_script_trains_in_sync_on_the_real_node(
     completed = [s for _, cm, s in timeline.specs if cm == f"rings-config-{name}" and s["status"] == "completed"]
     assert all(p.status.phase == "Succeeded" for p in pods), {n: t[-1500:] for n, t in texts.items()}
     pods.sort(key=_index)
-    assert all(p.spec.node_name == "real-node" and p.spec.scheduler_name == "volcano" for p in pods)
+    assert all(p.spec.node_name == node.NODE_NAME and p.spec.scheduler_name == "volcano" for p in pods)
     assert completed, "the controller never published a completed spec"
     workers = [f"{p.status.pod_ip}:23456" for p in pods]
     assert [f"{m['ip']}:{m['port']}" for m in completed[-1]["members"]] == workers

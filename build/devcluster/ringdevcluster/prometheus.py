@@ -172,7 +172,7 @@ def scrape_config(podmonitor: Json, *, kubeconfig: Path | None = None, interval:
             "relabel_configs": relabel,
         }
         timeout = endpoint.get("scrapeTimeout")
-        if timeout and _seconds(timeout) > _seconds(every):
+        if timeout and seconds(timeout) > seconds(every):
             timeout = every  # Prometheus refuses a timeout longer than the interval
         if timeout:
             job["scrape_timeout"] = timeout
@@ -180,7 +180,7 @@ def scrape_config(podmonitor: Json, *, kubeconfig: Path | None = None, interval:
     return jobs
 
 
-def _seconds(duration: str) -> float:
+def seconds(duration: str) -> float:
     """A Prometheus duration such as ``30s``, ``1m30s`` or ``500ms`` in seconds."""
     units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
     parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)", duration)
