@@ -12,6 +12,7 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shlex
 import sys
@@ -207,8 +208,15 @@ def read(reader: Reader, namespace: str | None, *, label_key: str) -> Snapshot:
     return Snapshot(workloads=tuple(workloads), pods=tuple(pods), configmaps=configmaps, runtimes=runtimes)
 
 
-def _views(reader: Reader, namespace: str | None, args: argparse.Namespace) -> list[JobView]:
+def _views(
+    reader: Reader, namespace: str | None, args: argparse.Namespace, *, name: str | None = None
+) -> list[JobView]:
+    """The job views in ``namespace``; only those of workloads called ``name`` when given
+    (``describe`` and ``env`` explain one job, not every job around it)."""
     snapshot = read(reader, namespace, label_key=args.label_key)
+    if name is not None:
+        named = tuple(w for w in snapshot.workloads if (w[1].get("metadata") or {}).get("name") == name)
+        snapshot = dataclasses.replace(snapshot, workloads=named)
     found = _compute(snapshot, args)
     # A job's ConfigMap missing from the managed ones may exist unlabelled (foreign): look, so it is reported.
     extra: dict[str, Json] = dict(snapshot.configmaps)
@@ -247,7 +255,7 @@ def _get(reader: Reader, args: argparse.Namespace) -> int:
 
 
 def _one(reader: Reader, args: argparse.Namespace, ref: str, namespace: str) -> JobView | int:
-    matches = find(_views(reader, namespace, args), ref)
+    matches = find(_views(reader, namespace, args, name=ref.rpartition("/")[2]), ref)
     if not matches:
         return _fail(
             f"no job {ref!r} labelled {args.label_key} in namespace {namespace} "
@@ -294,7 +302,9 @@ def _env(reader: Reader, args: argparse.Namespace) -> int:
         print(
             f"warning: pod {args.pod} lacks the label {args.label_key}: the controller does not see it", file=sys.stderr
         )
-    views_here = [v for v in _views(reader, namespace, args) if v.workload.key == record.job]
+    views_here = [
+        v for v in _views(reader, namespace, args, name=record.job.rpartition("/")[2]) if v.workload.key == record.job
+    ]
     if not views_here:
         return _fail(f"pod {args.pod} belongs to {record.job}, which is not a workload labelled {args.label_key}")
     view = views_here[0]
