@@ -4,7 +4,7 @@ One completed spec serves every common framework: the trainer picks the
 variables it reads and ignores the rest, so the launcher needs no
 ``--framework`` flag and one image can switch framework without a new pod
 template. :data:`FRAMEWORKS` is the table users see (``ring-launch --help``,
-README); :func:`member_env` computes the values. Pure: the hostfiles' text
+docs/launcher.md); :func:`member_env` computes the values. Pure: the hostfiles' text
 comes from :mod:`ranktable.hostfile`, the launcher writes them.
 
 Name clashes are avoided by the frameworks themselves: PyTorch's ``RANK`` /

@@ -1,7 +1,7 @@
 """The plugin's reads: GET requests through the sync client, one error tree for users.
 
 Every request is a GET (one object, or every page of a list), so the plugin
-works with a read-only role (README, "Why is my job waiting?"). Failures
+works with a read-only role (docs/jobs.md, "Why is my job waiting?"). Failures
 become :class:`ReadError` with a message fit to print: an unreachable API
 server, a missing kubeconfig, a forbidden list (naming the verb, resource
 and namespace the role lacks); 404 is not an error but ``None`` (``get``) or
@@ -179,7 +179,7 @@ def _api_message(status: int, body: Any, path: str) -> str:
     if status == 401:
         return f"the API server refused the credentials (401 Unauthorized): {message or path}"
     if status == 403:
-        return f"forbidden (403): {message or path}; the plugin needs get and list (see the README's ClusterRole)"
+        return f"forbidden (403): {message or path}; the plugin needs get and list (see docs/jobs.md)"
     return f"GET {path}: HTTP {status}: {message or 'no message'}"
 
 

@@ -67,7 +67,7 @@ their spec status, and why a job's spec is not complete yet.
 
 It reads through your kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config)
 and needs only get and list on the workloads, pods, ConfigMaps and Events
-(see the README's ClusterRole). Decisions are the controller's own code run
+(see the ClusterRole in docs/jobs.md). Decisions are the controller's own code run
 on what is read now; pass --label-key, --default-port and --ranktable-version
 when the controller runs with other values."""
 

@@ -851,7 +851,7 @@ class Run:
             clean = self._grant(world, list(users.values()))
             # The shipped timings (lease 15 s, renew 10 s, retry 2 s): with 6/4/1 s a
             # fresh leader on this loaded 2-core machine lost its lease within 5 s
-            # (renewal timed out behind its own catch-up burst; see the README).
+            # (renewal timed out behind its own catch-up burst; see docs/reliability.md).
             flags = ["--leader-elect", "--leader-election-namespace", world.namespace]
             replicas: dict[str, Controller] = {}
             try:

@@ -22,7 +22,7 @@ import yaml
 from tests.support.charts import tool
 from tests.support.controllerproc import ControllerProcess
 from tests.support.factories import deployment, device_annotation, pod_template, volcano_job
-from tests.support.kubectlring import installed, readme_role, ring, run, section, table, token_kubeconfig
+from tests.support.kubectlring import documented_role, installed, ring, run, section, table, token_kubeconfig
 from tests.support.kubehelp import (
     all_members,
     create_pods,
@@ -367,10 +367,10 @@ def test_env_of_an_ascend_pod_names_the_mounted_rank_table(
     assert (env["RANK_ID"], env["RANK_SIZE"]) == ("0", "2")
 
 
-def test_the_readme_read_only_role_is_enough_and_less_is_a_clear_error(
+def test_the_documented_read_only_role_is_enough_and_less_is_a_clear_error(
     k8s: Any, namespace: str, kubeconfig: Path, controller: ControllerProcess, tmp_path: Path
 ) -> None:
-    role = readme_role()
+    role = documented_role()
     assert {v for rule in role["rules"] for v in rule["verbs"]} == {"get", "list"}
     _, spec = _completed_job(k8s, namespace, "viewed", 2)
     name = f"ring-viewer-{namespace}"[:63]

@@ -65,10 +65,10 @@ def section(text: str, title: str) -> str:
     return "\n".join(out)
 
 
-def readme_role() -> dict[str, Any]:
-    """The ClusterRole the README gives for the plugin (the YAML block naming ``ring-viewer``)."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    blocks = readme.split("```yaml\n")[1:]
+def documented_role() -> dict[str, Any]:
+    """The ClusterRole docs/jobs.md gives for the plugin (the YAML block naming ``ring-viewer``)."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "jobs.md").read_text(encoding="utf-8")
+    blocks = page.split("```yaml\n")[1:]
     role = next(b.split("```", 1)[0] for b in blocks if "name: ring-viewer" in b)
     return yaml.safe_load(role)  # type: ignore[no-any-return]
 

@@ -1,6 +1,6 @@
 """An oracle for the chaos runs: what every job's spec must be, from the API server's objects.
 
-Written from the contract (DESIGN.md), not from ``agent/decide.py`` nor the
+Written from the contract (docs/design.md), not from ``agent/decide.py`` nor the
 models: it reads the raw Volcano Jobs, Deployments, pods and ConfigMaps as
 the API server returns them and computes, per job, the members the spec must
 list (rank order from the workload's task order, then index; Deployments by

@@ -285,7 +285,7 @@ def test_kustomize_overlay_moves_namespace_and_image(tmp_path: Path) -> None:
 
 
 def test_kustomize_overlay_without_the_fence_keeps_the_old_username(tmp_path: Path) -> None:
-    # Why the README's overlay lists kustomize/fence: without it the policy
+    # Why the overlay in docs/operating.md lists kustomize/fence: without it the policy
     # would fence a ServiceAccount that no longer exists, leaving pod writes open.
     overlay = tmp_path / "overlay"
     overlay.mkdir()

@@ -1,6 +1,6 @@
 """The real node's configuration (ring-devcluster ``--with node``), without starting anything.
 
-What is checked here is what the README promises about the node: kubeadm's
+What is checked here is what docs/devcluster.md promises about the node: kubeadm's
 defaults where this machine allows them, the settings it forces, and a pod
 network that cannot leave the bridge.
 """

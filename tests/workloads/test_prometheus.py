@@ -16,7 +16,7 @@ annotation), this test asks Prometheus's HTTP API for:
 * every dashboard panel's PromQL and every variable's values: each returns
   finite data over the test's time range; before the workload already, all
   but those :data:`EMPTY_UNTIL` names with the event that fills them (the
-  table in README's Monitoring section).
+  table in docs/operating.md, "Monitoring").
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.integration
 
 #: The ``job`` label: the pod label the PodMonitor's jobLabel names.
 JOB = "ring-controller"
-#: Dashboard panels that are empty (or NaN) until an event, which the workload below causes (README's table).
+#: Dashboard panels that are empty (or NaN) until an event, which the workload below causes (docs/operating.md's table).
 #: Every other panel must answer from the first scrapes on, before any job.
 EMPTY_UNTIL: dict[str, str] = {
     "Time from last member ready to spec written": "a spec completes",

@@ -21,7 +21,7 @@ work through kube-proxy and names resolve through CoreDNS. What runs:
   that would leave the bridge for another interface.
 * **kubelet and kube-proxy** built from the control plane's own
   k8s.io/kubernetes release (the ``node`` wrapper module), with kubeadm's
-  defaults except where this machine forces otherwise (README, "Real node").
+  defaults except where this machine forces otherwise (docs/devcluster.md, "Real node").
   The node is named :data:`NODE_NAME`, labelled and tainted
   (:data:`NODE_LABEL`, :data:`NODE_TAINT`) so that only pods asking for it
   (:func:`pod_placement`) land on it; kwok nodes keep their own label.
@@ -301,7 +301,7 @@ class Setup:
 
 def _containerd_config(home: Path, *, metrics_port: int) -> str:
     root = home / "containerd"
-    # CRI settings this machine needs (measured, see DESIGN "Facts"): root here
+    # CRI settings this machine needs (measured, see docs/design.md "Facts"): root here
     # lacks CAP_SYS_RESOURCE (restrict_oom_score_adj, or every sandbox fails
     # with "can't get final child's PID from pipe: EOF"); the kernel has no
     # AppArmor; cgroups are managed by path (cgroupfs), like the kubelet's.
