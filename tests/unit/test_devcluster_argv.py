@@ -42,7 +42,7 @@ def fresh_state(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
     ports = itertools.count(20000)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PATH", "/usr/bin:/bin")
-        patch.setattr(cluster, "_free_port", lambda: next(ports))
+        patch.setattr(cluster, "free_port", lambda: next(ports))
         cluster._fresh(state_dir, binaries=binaries, versions=versions, addons=names, say=lambda _m: None)
     return state_dir, json.loads((state_dir / "state.json").read_text())
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from ringdevcluster.cluster import AUDIT_POLICY, AUDIT_POLICY_FILE, _argv
+from ringdevcluster.controlplane import AUDIT_POLICY, AUDIT_POLICY_FILE, PORTS, argv
 from ringdevcluster.pki import Pki
 
 
@@ -26,7 +26,7 @@ def test_the_policy_records_configmap_writes_and_lease_bodies_but_not_node_lease
 def test_the_api_server_is_started_with_the_policy_and_a_log(tmp_path: Path) -> None:
     binaries = {name: Path(f"/bin/{name}") for name in ("etcd", "kube-apiserver", "kube-controller-manager",
                                                         "kube-scheduler", "kwok")}  # fmt: skip
-    ports = {n: 1 for n in ("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")}
-    argv = _argv(state_dir=tmp_path, binaries=binaries, ports=ports, pki=Pki(tmp_path / "pki"))["kube-apiserver"]
-    assert f"--audit-policy-file={tmp_path / AUDIT_POLICY_FILE}" in argv
-    assert f"--audit-log-path={tmp_path / 'logs' / 'audit.log'}" in argv
+    ports = dict.fromkeys(PORTS, 1)
+    apiserver = argv(state_dir=tmp_path, binaries=binaries, ports=ports, pki=Pki(tmp_path / "pki"))["kube-apiserver"]
+    assert f"--audit-policy-file={tmp_path / AUDIT_POLICY_FILE}" in apiserver
+    assert f"--audit-log-path={tmp_path / 'logs' / 'audit.log'}" in apiserver

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ringdevcluster import build, cli, cluster, kwok
+from ringdevcluster import build, cli, kwok, process
 
 
 @pytest.mark.parametrize(
@@ -147,14 +147,14 @@ def test_cache_dir_honours_environment(monkeypatch: pytest.MonkeyPatch, tmp_path
 
 def test_pid_record_identifies_a_process_by_start_time_and_binary() -> None:
     pid = os.getpid()
-    start = cluster._proc_start_time(pid)
+    start = process.proc_start_time(pid)
     assert start is not None
-    argv0 = cluster._proc_argv0(pid)
+    argv0 = process.proc_argv0(pid)
     assert argv0 is not None
-    assert cluster._PidRecord(pid=pid, start_time=start, binary=argv0).alive()
+    assert process.PidRecord(pid=pid, start_time=start, binary=argv0).alive()
     # A recycled pid (other start time) or another program is not ours.
-    assert not cluster._PidRecord(pid=pid, start_time=start + 1, binary=argv0).alive()
-    assert not cluster._PidRecord(pid=pid, start_time=start, binary=sys.executable + "-other").alive()
+    assert not process.PidRecord(pid=pid, start_time=start + 1, binary=argv0).alive()
+    assert not process.PidRecord(pid=pid, start_time=start, binary=sys.executable + "-other").alive()
 
 
 def test_helm_is_stamped_with_the_kubernetes_minor_of_its_k8s_modules() -> None:

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ringdevcluster import addons, build, cluster, images, node
+from ringdevcluster import addons, build, controlplane, images, node
 from ringdevcluster.pki import Pki
 
 
 @pytest.fixture(scope="module")
-def configured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, node.Setup]:
+def configured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, controlplane.Setup]:
     state = tmp_path_factory.mktemp("state")
     pki = Pki(state / "pki")
     pki.init_ca()
@@ -32,7 +32,7 @@ def configured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, node.Set
 
 
 def test_kubelet_keeps_production_defaults_and_only_the_forced_settings(
-    configured: tuple[Path, node.Setup],
+    configured: tuple[Path, controlplane.Setup],
 ) -> None:
     home, _ = configured
     config = yaml.safe_load((home / "kubelet" / "config.yaml").read_text())
@@ -48,20 +48,19 @@ def test_kubelet_keeps_production_defaults_and_only_the_forced_settings(
     assert node.NODE_TAINT in config["registerWithTaints"]
 
 
-def test_pod_network_has_no_masquerade_and_no_default_route(configured: tuple[Path, node.Setup]) -> None:
+def test_pod_network_has_no_masquerade_and_no_default_route(configured: tuple[Path, controlplane.Setup]) -> None:
     home, _ = configured
     conflist = json.loads(next((home / "cni" / "net.d").glob("*.conflist")).read_text())
     (bridge,) = conflist["plugins"]
     assert bridge["type"] == "bridge" and bridge["bridge"] == node.BRIDGE
     assert bridge["ipMasq"] is False and bridge["isDefaultGateway"] is False
     routes = bridge["ipam"]["routes"]
-    assert routes == [{"dst": node.SERVICE_CIDR, "gw": node.NODE_IP}]
-    assert ipaddress.ip_network(node.SERVICE_CIDR) == ipaddress.ip_network(cluster.SERVICE_CIDR)
-    assert ipaddress.ip_address(node.DNS_SERVICE_IP) in ipaddress.ip_network(cluster.SERVICE_CIDR)
+    assert routes == [{"dst": controlplane.SERVICE_CIDR, "gw": node.NODE_IP}]
+    assert ipaddress.ip_address(node.DNS_SERVICE_IP) in ipaddress.ip_network(controlplane.SERVICE_CIDR)
     assert ipaddress.ip_address(node.NODE_IP) == node.POD_CIDR.network_address + 1
 
 
-def test_containerd_cri_settings_this_machine_needs(configured: tuple[Path, node.Setup]) -> None:
+def test_containerd_cri_settings_this_machine_needs(configured: tuple[Path, controlplane.Setup]) -> None:
     home, _ = configured
     toml = (home / "containerd" / "config.toml").read_text()
     for line in (
@@ -74,7 +73,7 @@ def test_containerd_cri_settings_this_machine_needs(configured: tuple[Path, node
         assert line in toml
 
 
-def test_corefile_is_kubeadms_without_forward(configured: tuple[Path, node.Setup]) -> None:
+def test_corefile_is_kubeadms_without_forward(configured: tuple[Path, controlplane.Setup]) -> None:
     home, _ = configured
     corefile = (home / "coredns" / "Corefile").read_text()
     words = [line.split()[0] for line in corefile.splitlines() if line.strip() and line.startswith("    ")]
@@ -85,7 +84,7 @@ def test_corefile_is_kubeadms_without_forward(configured: tuple[Path, node.Setup
     assert f"bind {node.NODE_IP}" in corefile
 
 
-def test_kube_proxy_leaves_conntrack_and_localhost_alone(configured: tuple[Path, node.Setup]) -> None:
+def test_kube_proxy_leaves_conntrack_and_localhost_alone(configured: tuple[Path, controlplane.Setup]) -> None:
     home, _ = configured
     config = yaml.safe_load((home / "kube-proxy" / "config.yaml").read_text())
     assert config["mode"] == "iptables"
@@ -95,7 +94,7 @@ def test_kube_proxy_leaves_conntrack_and_localhost_alone(configured: tuple[Path,
 
 
 def test_api_server_reaches_the_kubelet_by_internal_ip_with_a_client_certificate(
-    configured: tuple[Path, node.Setup],
+    configured: tuple[Path, controlplane.Setup],
 ) -> None:
     _, setup = configured
     flags = dict(a.split("=", 1) for a in setup.apiserver_args)
@@ -115,9 +114,9 @@ def test_namespace_placement_is_the_pod_placement_for_the_admission_plugins() ->
 
 def test_add_flags_appends_replaces_and_reports_changes() -> None:
     argv = ["kube-apiserver", "--v=1", "--kubelet-preferred-address-types=Hostname"]
-    assert cluster._add_flags(argv, ["--kubelet-preferred-address-types=InternalIP", "--x=1"])
+    assert controlplane.add_flags(argv, ["--kubelet-preferred-address-types=InternalIP", "--x=1"])
     assert argv == ["kube-apiserver", "--v=1", "--kubelet-preferred-address-types=InternalIP", "--x=1"]
-    assert not cluster._add_flags(argv, ["--x=1"])
+    assert not controlplane.add_flags(argv, ["--x=1"])
 
 
 def test_node_addon_builds_two_modules_and_its_key_covers_sub_packages(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """ring-devcluster: a real, local Kubernetes control plane for tests, benchmarks and demos.
 
 etcd, kube-apiserver (RBAC), kube-controller-manager, kube-scheduler and kwok
-fake nodes, built from the Go module proxy (``build``), run on loopback and
-owned by one state directory (``cluster``). Pods on the fake nodes get
+fake nodes, built from the Go module proxy (``build``), configured
+(``controlplane``), run on loopback (``process``, ``api``) and owned by one
+state directory (``state``, ``cluster``). Pods on the fake nodes get
 loopback IPs from 127.1.0.0/16 (``kwok``), so test processes can stand in for
 their containers. Optional real workload controllers (JobSet, Volcano,
 Kubeflow Trainer: ``addons``) and one real node (kubelet, kube-proxy,

@@ -76,6 +76,7 @@ import yaml
 
 from ringdevcluster import node
 from ringdevcluster import prometheus as prom
+from ringdevcluster.controlplane import Setup
 from ringdevcluster.pki import Pki, write_kubeconfig
 
 __all__ = [
@@ -83,7 +84,6 @@ __all__ = [
     "Addon",
     "Health",
     "Process",
-    "Setup",
     "VOLCANO_DEFAULT_QUEUE",
     "VOLCANO_SCHEDULER",
     "configure",
@@ -250,17 +250,6 @@ def process_names(names: Sequence[str]) -> list[str]:
     return [p.name for n in names for p in ADDONS[n].processes]
 
 
-@dataclasses.dataclass(frozen=True)
-class Setup:
-    """What :func:`configure` made for one addon: argv and environment per
-    process, and flags the API server must have (the API server is restarted
-    when an addon that brings some joins a running cluster)."""
-
-    argv: dict[str, list[str]]
-    env: dict[str, dict[str, str]]
-    apiserver_args: list[str] = dataclasses.field(default_factory=list)
-
-
 def _assets(binaries: Mapping[str, Path], addon: Addon) -> Path:
     return Path(binaries[addon.processes[0].binary]).parent / "assets"
 
@@ -288,7 +277,8 @@ def configure(
     name: str, *, state_dir: Path, server: str, pki: Pki, ports: Mapping[str, int], binaries: Mapping[str, Path]
 ) -> Setup:
     """Write addon ``name``'s kubeconfigs, certificates and configuration under
-    ``state_dir``; return the argv and environment of its processes.
+    ``state_dir``; return the argv and environment of its processes (and the
+    flags it needs the API server to have).
 
     Call once per cluster (again only after the state directory was wiped):
     it issues new certificates. ``binaries`` maps binary names to their cached
@@ -296,8 +286,7 @@ def configure(
     """
     addon = ADDONS[name]
     if name == "node":
-        made = node.configure(state_dir=state_dir, server=server, pki=pki, ports=ports, binaries=binaries)
-        return Setup(argv=made.argv, env=made.env, apiserver_args=made.apiserver_args)
+        return node.configure(state_dir=state_dir, server=server, pki=pki, ports=ports, binaries=binaries)
     home = state_dir / "addons" / name
     home.mkdir(parents=True, exist_ok=True)
     if name == "prometheus":

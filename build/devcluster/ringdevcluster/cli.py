@@ -169,17 +169,8 @@ def _status(args: argparse.Namespace) -> int:
 
 def _node_line(c: cluster.Cluster) -> list[str]:
     """Print the real node's state; return what it still waits for (empty: Ready)."""
-
-    def get(path: str) -> dict[str, object] | None:
-        try:
-            return c.api.request("GET", path)  # type: ignore[no-any-return]
-        except cluster.ApiError as err:
-            if err.status == 404:
-                return None
-            raise
-
     try:
-        waiting = node.pending(get)
+        waiting = node.pending(c.api.get)
         pods = c.api.request("GET", f"/api/v1/pods?fieldSelector=spec.nodeName%3D{node.NODE_NAME}")
     except (cluster.ClusterError, OSError) as err:
         print(f"real node {node.NODE_NAME}: API not reachable ({err})")

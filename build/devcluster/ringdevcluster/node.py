@@ -51,7 +51,6 @@ the bridge plugin changed (recorded before the first start).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import ipaddress
 import json
@@ -68,6 +67,7 @@ from typing import Any
 import yaml
 
 from ringdevcluster import images
+from ringdevcluster.controlplane import SERVICE_CIDR, Setup
 from ringdevcluster.pki import Pki, write_kubeconfig
 
 __all__ = [
@@ -110,10 +110,8 @@ BRIDGE = "ringbr0"
 #: Pod addresses; the first one is the node's (and the pods' gateway).
 POD_CIDR = ipaddress.ip_network("10.244.0.0/24")
 NODE_IP = str(POD_CIDR.network_address + 1)
-#: Must lie inside the API server's ``--service-cluster-ip-range`` (cluster.SERVICE_CIDR).
-SERVICE_CIDR = "10.96.0.0/16"
-#: The ``kube-dns`` Service's ClusterIP: the kubelet's ``clusterDNS``.
-DNS_SERVICE_IP = "10.96.0.10"
+#: The ``kube-dns`` Service's ClusterIP (the tenth address of the Service range): the kubelet's ``clusterDNS``.
+DNS_SERVICE_IP = str(ipaddress.ip_network(SERVICE_CIDR)[10])
 CLUSTER_DOMAIN = "cluster.local"
 #: containerd 1.6's socket (``/run/containerd`` is not configurable in practice).
 CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
@@ -288,15 +286,6 @@ def _swap_on() -> bool:
 
 # --------------------------------------------------------------------------
 # configuration
-
-
-@dataclasses.dataclass(frozen=True)
-class Setup:
-    """What :func:`configure` made: argv and environment per process, and the API server's extra flags."""
-
-    argv: dict[str, list[str]]
-    env: dict[str, dict[str, str]]
-    apiserver_args: list[str]
 
 
 def _containerd_config(home: Path, *, metrics_port: int) -> str:
