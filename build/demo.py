@@ -33,13 +33,11 @@ from typing import Any
 import yaml
 from kubernetes import client, config, watch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from ringdevcluster import ensure_up
+from ringdevcluster.harness import ControllerProcess, free_port
+from ringdevcluster.volumes import ConfigMapVolume
 
-from ringdevcluster import ensure_up  # noqa: E402
-from ringdevcluster.volumes import ConfigMapVolume  # noqa: E402
-from tests.support.controllerproc import ControllerProcess, free_port  # noqa: E402
-from tests.support.factories import volcano_pod  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 JOB_FILE = REPO / "build" / "examples" / "volcano" / "tf-cifar10.yaml"
 TRAIN = REPO / "build" / "examples" / "tensorflow" / "train.py"
@@ -159,11 +157,7 @@ def main() -> int:
         say("    creating the pods as Volcano's job controller would (name, labels, ownerReference); one port per pod")
         say("    (kwok runs no kubelet: the demo projects each pod's rings-config volume into a directory itself)")
         for i in range(workers):
-            body = volcano_pod(job, task="worker", index=i, annotations={"ring-controller/port": str(ports[i])})
-            body["spec"]["schedulerName"] = "default-scheduler"  # no Volcano scheduler in this cluster
-            for c in body["spec"]["containers"]:
-                c["ports"] = [{"name": "tf-port", "containerPort": ports[i]}]
-            core.create_namespaced_pod(ns, body)
+            core.create_namespaced_pod(ns, _volcano_pod(job, task="worker", index=i, port=ports[i]))
         _wait(lambda: "completed" in seen, 60, "the spec to complete")
         cm = core.read_namespaced_config_map(configmap, ns)
         say(f"    ConfigMap {ns}/{configmap} (labels {cm.metadata.labels}):")
@@ -202,6 +196,45 @@ def main() -> int:
             f"cleaned up (namespace {ns} {'kept' if args.keep else 'deleted'}); the cluster stays up: "
             f"ring-devcluster down --state-dir {args.state_dir}"
         )
+
+
+def _volcano_pod(job: dict[str, Any], *, task: str, index: int, port: int) -> dict[str, Any]:
+    """Pod ``index`` of ``task`` as Volcano's job controller writes it (names, labels, annotations,
+    owner), on the default scheduler (no Volcano here) and with its own TensorFlow port."""
+    meta = job["metadata"]
+    name = meta["name"]
+    template = next(t for t in job["spec"]["tasks"] if t["name"] == task)["template"]
+    ids = {"volcano.sh/job-name": name, "volcano.sh/task-spec": task, "volcano.sh/task-index": str(index)}
+    spec = json.loads(json.dumps(template["spec"]))
+    spec["schedulerName"] = "default-scheduler"
+    for c in spec["containers"]:
+        c["ports"] = [{"name": "tf-port", "containerPort": port}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{name}-{task}-{index}",
+            "namespace": meta["namespace"],
+            "labels": {
+                **(template.get("metadata", {}).get("labels") or {}),
+                **ids,
+                "volcano.sh/job-namespace": meta["namespace"],
+                "volcano.sh/queue-name": job["spec"].get("queue", "default"),
+            },
+            "annotations": {
+                **ids,
+                "ring-controller/port": str(port),
+                "volcano.sh/job-version": "0",
+                "volcano.sh/template-uid": f"{name}-{task}",
+                "scheduling.k8s.io/group-name": f"{name}-{meta['uid']}",
+            },
+            "ownerReferences": [
+                {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": name, "uid": meta["uid"],
+                 "controller": True, "blockOwnerDeletion": True}
+            ],
+        },
+        "spec": spec,
+    }  # fmt: skip
 
 
 def _fresh_namespace(core: client.CoreV1Api, ns: str) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -34,12 +35,9 @@ import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from ringdevcluster import ensure_up, harness, node
 
-from ringdevcluster import ensure_up, node  # noqa: E402
-from tests.support import charts, nodejobs  # noqa: E402
-from tests.support.clients import workloads_state_dir  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 JOB_FILE = REPO / "build" / "examples" / "volcano" / "tf-cifar10.yaml"
 VOLCANO = ("batch.volcano.sh", "v1alpha1")
@@ -78,7 +76,11 @@ def wait(what: str, fn: Any, timeout: float = 300.0, interval: float = 0.5) -> A
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--state-dir", type=Path, default=workloads_state_dir())
+    # The tests' workloads cluster (build/test.sh's), so one real node serves both.
+    state = os.environ.get("RING_DEVCLUSTER_STATE") or REPO / ".state" / "devcluster"
+    p.add_argument(
+        "--state-dir", type=Path, default=os.environ.get("RING_DEVCLUSTER_WORKLOADS_STATE") or f"{state}-workloads"
+    )
     p.add_argument("--steps", type=int, default=20, help="training steps")
     p.add_argument("--namespace", default="ring-demo")
     p.add_argument("--keep", action="store_true", help="leave the job and the deployed controller running")
@@ -87,16 +89,21 @@ def main() -> int:
     say(f"local cluster with the real node (state {args.state_dir}; the first run builds for a while)")
     cluster = ensure_up(state_dir=args.state_dir, addons=("jobset", "volcano", "trainer", "node"), say=say)
     say("images ring-controller:0.1.0 and ring-trainer:0.1.0 (build/image.sh, cached after the first build)")
-    nodejobs.ensure_image("ring-controller:0.1.0", "--controller")
-    nodejobs.ensure_image(nodejobs.TRAINER_IMAGE, "--trainer")
+    harness.ensure_image("ring-controller:0.1.0", "--controller")
+    harness.ensure_image(harness.TRAINER_IMAGE, "--trainer")
     api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
 
-    docs = charts.shipped("rbac.yaml", "ring-controller.yaml")
+    docs = [
+        d
+        for f in ("rbac.yaml", "ring-controller.yaml")
+        for d in yaml.safe_load_all((REPO / "build" / f).read_text())
+        if d
+    ]
     ns_doc = next(d for d in docs if d["kind"] == "Namespace")
     fresh_namespace(core, "ring-controller", ns_doc["metadata"].get("labels"))
     say("kubectl apply --server-side -f build/rbac.yaml -f build/ring-controller.yaml (unchanged)")
-    nodejobs.apply(api, docs)
+    harness.apply(api, docs)
 
     def ready() -> list[Any] | None:
         pods = core.list_namespaced_pod(
@@ -117,7 +124,7 @@ def main() -> int:
     say(f"controller: {', '.join(p.metadata.name + ' ' + p.status.pod_ip for p in pods)}; leader {lease}")
 
     fresh_namespace(core, args.namespace)
-    data = nodejobs.make_data(Path(args.state_dir) / "demo-cifar10")
+    data = harness.make_data(Path(args.state_dir) / "demo-cifar10")
     job: Json = yaml.safe_load(JOB_FILE.read_text())
     (task,) = job["spec"]["tasks"]
     spec = task["template"]["spec"]
@@ -163,7 +170,7 @@ def main() -> int:
     workers = wait("training to finish", finished, timeout=600, interval=1.0)
     digests = set()
     for w in sorted(workers, key=lambda x: x.metadata.name):
-        log = nodejobs.parse_log(w.metadata.name, core.read_namespaced_pod_log(w.metadata.name, args.namespace))
+        log = harness.parse_log(w.metadata.name, core.read_namespaced_pod_log(w.metadata.name, args.namespace))
         r = log.result or {}
         digests.add(r.get("weights_sha256"))
         ts = r.get("timestamps", {})
@@ -181,7 +188,7 @@ def main() -> int:
         core.delete_namespace("ring-controller")
         for d in docs:
             if d["kind"] not in ("Namespace", "ServiceAccount", "Deployment", "Role", "RoleBinding"):
-                nodejobs.delete(api, d)
+                harness.delete(api, d)
     say(
         f"done in {time.monotonic() - T0:.0f}s; the cluster stays up (ring-devcluster down --state-dir {args.state_dir})"
     )

@@ -19,15 +19,15 @@ train ``STEPS`` steps and print one ``RESULT {json}`` line (train.py
 ``CONTAINER_START <unix time>`` before anything else, so the log says when
 the container started, when ``TF_CONFIG`` was there (train.py's start: the
 launcher execs it with TF_CONFIG set) and when the first step ended.
+
+The image, server-side apply, data and log markers are
+:mod:`ringdevcluster.harness`'s (the demo on the real node uses them too);
+they are re-exported here.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
-import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -35,80 +35,44 @@ from typing import Any
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from kubernetes.dynamic import DynamicClient
 
 from ringdevcluster import node
-from tests.support.clients import REPO
+from ringdevcluster.harness import REPO, TRAINER_IMAGE, WorkerLog, apply, delete, ensure_image, make_data, parse_log
+
+__all__ = [
+    "BASELINE",
+    "CONFIG_DIR",
+    "PORT",
+    "RING_RUNTIME",
+    "RUNTIMES",
+    "START_MARKER",
+    "TRAINER",
+    "TRAINER_IMAGE",
+    "WorkerLog",
+    "apply",
+    "configmap_reader",
+    "delete",
+    "ensure_image",
+    "logs",
+    "make_data",
+    "parse_log",
+    "pod_spec",
+    "pods_of",
+    "runtime",
+    "trainjob",
+    "wait_finished",
+]
 
 Json = dict[str, Any]
 
 RUNTIMES = ("dns", "ring-file", "ring-api")
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
-TRAINER_IMAGE = "ring-trainer:0.1.0"
 BASELINE = REPO / "build" / "examples" / "baseline" / "tensorflow-dns-runtime.yaml"
 RING_RUNTIME = REPO / "build" / "examples" / "trainer" / "tensorflow-runtime.yaml"
 CONFIG_DIR = "/etc/ring-config"
 #: Prints the container's start before the launcher runs (dash and GNU date are in the image).
 START_MARKER = 'echo "CONTAINER_START $(date +%s.%N)"; exec "$@"'
 PORT = 12345
-
-
-#: Images (re)built from this checkout and imported in this test session.
-_IMPORTED: set[str] = set()
-
-
-def ensure_image(image: str, flag: str) -> None:
-    """Build ``image`` from this checkout and import it into the node's containerd, once per test
-    session (``build/image.sh FLAG --import``; its layers are cached: seconds once built).
-
-    Not skipped when the tag is already there: the node outlives test runs and checkouts, and an
-    image imported from other code under the same tag would be tested instead of this one.
-    """
-    if image not in _IMPORTED:
-        subprocess.run([str(REPO / "build" / "image.sh"), flag, "--import"], check=True)
-        _IMPORTED.add(image)
-    if f"docker.io/library/{image}" not in node.image_names():
-        raise RuntimeError(f"{image} is not in the node's containerd after build/image.sh {flag} --import")
-
-
-def apply(api: client.ApiClient, docs: list[Json], *, manager: str = "ring-controller-tests") -> None:
-    """Server-side apply of ``docs`` in order, as ``kubectl apply --server-side`` does."""
-    dynamic = DynamicClient(api)
-    for doc in docs:
-        resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
-        namespace = doc["metadata"].get("namespace")
-        resource.server_side_apply(body=doc, namespace=namespace, field_manager=manager, force_conflicts=True)
-
-
-def delete(api: client.ApiClient, doc: Json) -> None:
-    """Delete the object ``doc`` names (404 is fine)."""
-    resource = DynamicClient(api).resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
-    try:
-        resource.delete(name=doc["metadata"]["name"], namespace=doc["metadata"].get("namespace"))
-    except ApiException as e:
-        if e.status != 404:
-            raise
-
-
-def make_data(directory: Path) -> Path:
-    """Small CIFAR-10 pickle batches in ``directory``, readable by the containers' user."""
-    if not (directory / "test_batch").exists():
-        directory.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [
-                sys.executable,
-                str(REPO / "build/examples/tensorflow/make_cifar10.py"),
-                "--out",
-                str(directory),
-                "--per-batch",
-                "64",
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-    for path in [directory, *directory.iterdir()]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    return directory
 
 
 def pod_spec(runtime: Json) -> Json:
@@ -222,35 +186,6 @@ def configmap_reader(rbac: client.RbacAuthorizationV1Api, namespace: str) -> Non
             "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
         },
     )
-
-
-@dataclasses.dataclass
-class WorkerLog:
-    """What one worker's log says (None where it says nothing)."""
-
-    pod: str
-    container_start: float | None
-    result: Json | None
-    tf_config_ready: float | None
-    text: str
-
-    @property
-    def tf_config(self) -> Json | None:
-        return self.result["tf_config"] if self.result else None
-
-
-def parse_log(pod: str, text: str) -> WorkerLog:
-    """The markers of one worker's log (see the module doc)."""
-    start = ready = None
-    result = None
-    for line in text.splitlines():
-        if line.startswith("CONTAINER_START "):
-            start = float(line.split()[1])
-        elif line.startswith("TF_CONFIG_READY "):
-            ready = float(line.split()[1])
-        elif line.startswith("RESULT "):
-            result = json.loads(line[len("RESULT ") :])
-    return WorkerLog(pod=pod, container_start=start, result=result, tf_config_ready=ready, text=text)
 
 
 def pods_of(core: client.CoreV1Api, namespace: str, trainjob: str) -> list[Any]:
