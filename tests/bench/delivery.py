@@ -34,17 +34,17 @@ import json
 import os
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client, config, watch
+from kubernetes import client, config
 
 from ringdevcluster import ensure_up, node
 from tests.support import nodejobs
 from tests.support.clients import workloads_state_dir
 from tests.support.controllerproc import ControllerProcess
+from tests.support.kubehelp import Watcher
 
 Json = dict[str, Any]
 MODES = ("file+touch", "file", "api")
@@ -118,28 +118,15 @@ class Specs:
 
     def __init__(self, core: client.CoreV1Api, namespace: str) -> None:
         self.completed: dict[tuple[str, int], float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(core, namespace), daemon=True)
-        self._thread.start()
+        self._watcher = Watcher(core.list_namespaced_config_map, namespace, self._on_configmap, timeout_seconds=30)
 
-    def _run(self, core: client.CoreV1Api, namespace: str) -> None:
-        while not self._stop.is_set():
-            w = watch.Watch()
-            try:
-                for event in w.stream(core.list_namespaced_config_map, namespace, timeout_seconds=30):
-                    now = time.time()
-                    cm = event["object"]
-                    raw = (cm.data or {}).get("cluster.json")
-                    if raw:
-                        spec = json.loads(raw)
-                        if spec["status"] == "completed":
-                            self.completed.setdefault((cm.metadata.name, spec["epoch"]), now)
-                    if self._stop.is_set():
-                        break
-            except Exception:  # noqa: BLE001 - a dropped watch is reopened
-                time.sleep(0.2)
-            finally:
-                w.stop()
+    def _on_configmap(self, cm: Any) -> None:
+        now = time.time()
+        raw = (cm.data or {}).get("cluster.json")
+        if raw:
+            spec = json.loads(raw)
+            if spec["status"] == "completed":
+                self.completed.setdefault((cm.metadata.name, spec["epoch"]), now)
 
     def wait(self, name: str, epoch_above: int, *, timeout: float) -> tuple[int, float]:
         deadline = time.monotonic() + timeout
@@ -151,7 +138,7 @@ class Specs:
         raise TimeoutError(f"{name}: no completed spec above epoch {epoch_above} within {timeout:.0f}s")
 
     def stop(self) -> None:
-        self._stop.set()
+        self._watcher.stop(timeout=0)  # the thread leaves at its next event or re-open
 
 
 def _running(core: client.CoreV1Api, namespace: str, name: str) -> list[Any]:

@@ -18,19 +18,25 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import watch
 
 from ringdevcluster.volumes import ConfigMapVolume
 from tests.support import tfharness
 from tests.support.controllerproc import ControllerProcess
 from tests.support.factories import pod_template, volcano_job
-from tests.support.kubehelp import create_pods, create_volcano_job, read_spec, running_pods, wait_for, wait_spec
+from tests.support.kubehelp import (
+    Watcher,
+    create_pods,
+    create_volcano_job,
+    read_spec,
+    running_pods,
+    wait_for,
+    wait_spec,
+)
 from tests.support.tfharness import WorkerGroup, WorkerSpec
 
 pytestmark = pytest.mark.e2e
@@ -49,27 +55,14 @@ class RunningTimes:
 
     def __init__(self, k8s: Any, namespace: str) -> None:
         self.at: dict[str, float] = {}
-        self._stop = threading.Event()
-        self._k8s, self._ns = k8s, namespace
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self._watcher = Watcher(k8s.core.list_namespaced_pod, namespace, self._on_pod, timeout_seconds=2)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            w = watch.Watch()
-            try:
-                for ev in w.stream(self._k8s.core.list_namespaced_pod, self._ns, timeout_seconds=2):
-                    pod = ev["object"]
-                    if pod.status.phase == "Running" and pod.status.pod_ip:
-                        self.at.setdefault(pod.metadata.name, time.time())
-                    if self._stop.is_set():
-                        break
-            finally:
-                w.stop()
+    def _on_pod(self, pod: Any) -> None:
+        if pod.status.phase == "Running" and pod.status.pod_ip:
+            self.at.setdefault(pod.metadata.name, time.time())
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        self._watcher.stop(timeout=5)
 
 
 def _run_job(

@@ -16,8 +16,7 @@ import copy
 import ipaddress
 import socket
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -26,22 +25,9 @@ from kubernetes.client.exceptions import ApiException
 from ringdevcluster import Cluster
 from ringdevcluster.kwok import EXIT_CODE_ANNOTATION, NODE_LABEL, POD_NETWORK
 from tests.support.clients import K8s
+from tests.support.kubehelp import wait_for
 
 pytestmark = pytest.mark.integration
-
-T = TypeVar("T")
-
-
-def wait_for(what: str, probe: Callable[[], T | None], *, timeout: float = 30.0) -> T:
-    """Poll ``probe`` until it returns something truthy; fail with ``what``."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.1)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
 
 
 def _pod(name: str, **spec: Any) -> client.V1Pod:
@@ -80,7 +66,7 @@ def test_deployment_pods_are_created_scheduled_and_running_with_loopback_ips(k8s
         ok = [p for p in pods if p.status.phase == "Running" and p.status.pod_ip]
         return ok if len(ok) == 3 else None
 
-    pods = wait_for("3 Running pods", running_pods)
+    pods = wait_for(running_pods, what="3 Running pods")
     nodes = {n.metadata.name: n for n in k8s.core.list_node(label_selector="=".join(NODE_LABEL)).items}
 
     # Created by the controller-manager: Deployment -> ReplicaSet -> Pod.
@@ -111,8 +97,8 @@ def test_deployment_pods_are_created_scheduled_and_running_with_loopback_ips(k8s
 
     # The deployment controller sees them available too.
     wait_for(
-        "deployment availableReplicas == 3",
         lambda: (k8s.apps.read_namespaced_deployment("web", namespace).status.available_replicas or 0) == 3,
+        what="deployment availableReplicas == 3",
     )
 
     # A test process can stand in for the container: bind to the pod IP.
@@ -146,7 +132,7 @@ def test_indexed_job_pods_stay_running_until_told_to_exit(k8s: K8s, namespace: s
         ok = [p for p in pods if p.status.phase == "Running"]
         return ok if len(ok) == 2 else None
 
-    pods = wait_for("2 Running job pods", running)
+    pods = wait_for(running, what="2 Running job pods")
     indexes = sorted(p.metadata.annotations["batch.kubernetes.io/job-completion-index"] for p in pods)
     assert indexes == ["0", "1"]
     time.sleep(1.0)  # kwok's stock stages would have completed them by now
@@ -157,18 +143,18 @@ def test_indexed_job_pods_stay_running_until_told_to_exit(k8s: K8s, namespace: s
             pod.metadata.name, namespace, {"metadata": {"annotations": {EXIT_CODE_ANNOTATION: "0"}}}
         )
     wait_for(
-        "the Job to complete",
         lambda: (k8s.batch.read_namespaced_job("train", namespace).status.succeeded or 0) == 2,
+        what="the Job to complete",
     )
 
 
 def test_pod_exit_code_annotation_fails_the_pod(k8s: K8s, namespace: str) -> None:
     k8s.core.create_namespaced_pod(namespace, _pod("crash", restart_policy="Never"))
-    wait_for("pod Running", lambda: _running(k8s, namespace, "crash"))
+    wait_for(lambda: _running(k8s, namespace, "crash"), what="pod Running")
     k8s.core.patch_namespaced_pod("crash", namespace, {"metadata": {"annotations": {EXIT_CODE_ANNOTATION: "137"}}})
     pod = wait_for(
-        "pod Failed",
         lambda: (p := k8s.core.read_namespaced_pod("crash", namespace)).status.phase == "Failed" and p,
+        what="pod Failed",
     )
     assert pod.status.container_statuses[0].state.terminated.exit_code == 137
 
@@ -200,7 +186,7 @@ def test_orphaned_configmap_is_garbage_collected(k8s: K8s, namespace: str) -> No
             raise
         return False
 
-    wait_for("the orphaned ConfigMap to be garbage-collected", gone, timeout=60)
+    wait_for(gone, timeout=60, what="the orphaned ConfigMap to be garbage-collected")
     assert k8s.core.read_namespaced_config_map("kept", namespace).data == {"k": "v"}
 
 
@@ -239,7 +225,7 @@ def test_user_without_rbac_bindings_is_forbidden(devcluster: Cluster, k8s: K8s, 
                     raise
                 return False
 
-        wait_for("the RoleBinding to take effect", allowed)
+        wait_for(allowed, what="the RoleBinding to take effect")
     finally:
         api.close()
 
@@ -473,4 +459,4 @@ def test_stopped_scheduler_leaves_pods_pending_until_restarted(devcluster: Clust
         assert pod.spec.node_name is None and pod.status.phase == "Pending"
     finally:
         devcluster.start_component("kube-scheduler")
-    wait_for("pod Running after the scheduler restarts", lambda: _running(k8s, namespace, "waiting"))
+    wait_for(lambda: _running(k8s, namespace, "waiting"), what="pod Running after the scheduler restarts")

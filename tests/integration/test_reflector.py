@@ -33,6 +33,7 @@ from ringcontroller import kube
 from ringcontroller.kube import CONFIGMAPS, Json, Resource
 from ringcontroller.reflector import Reflector
 from ringdevcluster import Cluster
+from tests.support.kubehelp import wait_for_async
 
 pytestmark = pytest.mark.integration
 
@@ -130,14 +131,6 @@ def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
     return registry.get_sample_value(name, labels) or 0.0
 
 
-async def wait_for(predicate: Callable[[], bool], what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + TIMEOUT
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
 async def test_paginated_list_then_watch_adds_updates_deletes(kubeconfig: Path, namespace: str) -> None:
     async with connect(kubeconfig) as api:
         core: Any = CoreV1Api(api)  # dict bodies: the generated stubs only name models
@@ -184,9 +177,10 @@ async def test_watch_resumes_after_server_timeout_without_relisting(kubeconfig: 
         # The server ends each watch after 2 s; the reflector re-opens it.
         reflector = new_reflector(api, namespace, events, registry, watch_timeout=(2.0, 2.0))
         async with running(reflector):
-            await wait_for(
+            await wait_for_async(
                 lambda: sample(registry, "ringcontroller_watch_restarts_total", resource="configmaps") >= 2,
-                "two watch restarts",
+                timeout=TIMEOUT,
+                what="two watch restarts",
             )
             await core.create_namespaced_config_map(namespace, configmap("after-restarts", "a"))
             assert await events.next() == ("add", f"{namespace}/after-restarts", CM("after-restarts", "a"))
@@ -201,13 +195,14 @@ async def test_silent_stream_is_abandoned_after_idle_timeout(kubeconfig: Path, n
         events, registry = Events(), CollectorRegistry()
         # The server would keep the watch open for a minute; nothing happens in
         # the namespace, so the client-side read timeout ends it first: two
-        # restarts within wait_for's 20 s can only come from the idle timeout.
+        # restarts within the wait's 20 s can only come from the idle timeout.
         reflector = new_reflector(api, namespace, events, registry, watch_timeout=(60.0, 60.0), idle_timeout=0.5)
         async with running(reflector):
             started = asyncio.get_running_loop().time()
-            await wait_for(
+            await wait_for_async(
                 lambda: sample(registry, "ringcontroller_watch_restarts_total", resource="configmaps") >= 2,
-                "two watch restarts",
+                timeout=TIMEOUT,
+                what="two watch restarts",
             )
             print(
                 f"\nFIGURE two idle-timeout watch restarts (0.5s idle): {asyncio.get_running_loop().time() - started:.2f}s"
@@ -315,8 +310,10 @@ async def test_watch_from_compacted_resource_version_relists_and_reports_missed_
         async with running(reflector):
             initial = [e[:2] for e in events.drain()]
             assert sorted(initial) == [("add", f"{namespace}/{n}") for n in ("doomed", "edited", "keep")]
-            await wait_for(
-                lambda: sample(registry, "ringcontroller_relists_total", resource="events") == 1, "the relist"
+            await wait_for_async(
+                lambda: sample(registry, "ringcontroller_relists_total", resource="events") == 1,
+                timeout=TIMEOUT,
+                what="the relist",
             )
             error = reflector.first_watch_error
             assert isinstance(error, Gone), repr(error)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import secrets
@@ -69,6 +70,18 @@ def wait_for(fn: Callable[[], T | None], *, timeout: float = 60.0, interval: flo
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+async def wait_for_async(
+    predicate: Callable[[], object], *, timeout: float = 60.0, interval: float = 0.05, what: str = "condition"
+) -> None:
+    """:func:`wait_for` for asyncio tests: poll ``predicate`` between sleeps of the event loop."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(interval)
 
 
 def create_volcano_job(k8s: Any, namespace: str, job: Json) -> Json:
@@ -154,12 +167,28 @@ def events_for(k8s: Any, namespace: str, name: str) -> list[Any]:
     return [e for e in k8s.core.list_namespaced_event(namespace).items if e.involved_object.name == name]
 
 
-class SpecRecorder:
-    """Watches one ConfigMap in a thread and records every (status, epoch) it shows."""
+class Watcher:
+    """Watches one kind of object in a namespace from a thread and hands every object an event carries to ``handle``.
 
-    def __init__(self, k8s: Any, namespace: str, name: str) -> None:
-        self.seen: list[tuple[str, int]] = []
-        self._k8s, self._ns, self._name = k8s, namespace, name
+    ``lister`` is the sync client's list call (``k8s.core.list_namespaced_pod``);
+    extra keyword arguments (``field_selector=...``) go to it. The watch is
+    re-opened every ``timeout_seconds`` and after an error (``retry`` seconds
+    later) until :meth:`stop`. ``handle`` runs on the watch thread, at receive
+    time: start the watcher before creating what it should see.
+    """
+
+    def __init__(
+        self,
+        lister: Callable[..., Any],
+        namespace: str,
+        handle: Callable[[Any], None],
+        *,
+        timeout_seconds: int = 5,
+        retry: float = 0.2,
+        **selectors: str,
+    ) -> None:
+        self._lister, self._namespace, self._handle = lister, namespace, handle
+        self._timeout, self._retry, self._selectors = timeout_seconds, retry, selectors
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -168,27 +197,39 @@ class SpecRecorder:
         while not self._stop.is_set():
             w = watch.Watch()
             try:
-                for ev in w.stream(
-                    self._k8s.core.list_namespaced_config_map,
-                    self._ns,
-                    field_selector=f"metadata.name={self._name}",
-                    timeout_seconds=5,
-                ):
-                    data = ev["object"].data or {}
-                    if "cluster.json" in data:
-                        spec = json.loads(data["cluster.json"])
-                        entry = (spec["status"], spec["epoch"])
-                        if not self.seen or self.seen[-1] != entry:
-                            self.seen.append(entry)
+                for ev in w.stream(self._lister, self._namespace, timeout_seconds=self._timeout, **self._selectors):
+                    self._handle(ev["object"])
                     if self._stop.is_set():
                         break
             except Exception:  # noqa: BLE001 - keep watching until stopped
-                time.sleep(0.2)
+                time.sleep(self._retry)
             finally:
                 w.stop()
 
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop watching; wait up to ``timeout`` s for the thread (it leaves at the next event or re-open)."""
+        self._stop.set()
+        self._thread.join(timeout=timeout)
+
+
+class SpecRecorder:
+    """Watches one ConfigMap in a thread and records every (status, epoch) it shows."""
+
+    def __init__(self, k8s: Any, namespace: str, name: str) -> None:
+        self.seen: list[tuple[str, int]] = []
+        self._watcher = Watcher(
+            k8s.core.list_namespaced_config_map, namespace, self._on_configmap, field_selector=f"metadata.name={name}"
+        )
+
+    def _on_configmap(self, cm: Any) -> None:
+        data = cm.data or {}
+        if "cluster.json" in data:
+            spec = json.loads(data["cluster.json"])
+            entry = (spec["status"], spec["epoch"])
+            if not self.seen or self.seen[-1] != entry:
+                self.seen.append(entry)
+
     def stop(self) -> list[tuple[str, int]]:
         """Stop watching; returns what was seen, in order."""
-        self._stop.set()
-        self._thread.join(timeout=10)
+        self._watcher.stop()
         return self.seen

@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -40,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from ringdevcluster import process
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 """The checkout this harness belongs to (workers get it on PYTHONPATH)."""
@@ -74,22 +75,9 @@ class WorkerGroupError(AssertionError):
 
 
 def free_ports(count: int) -> list[int]:
-    """Return ``count`` distinct TCP ports that are free on 0.0.0.0 right now.
-
-    All sockets are held open until every port is chosen, so the ports are
-    distinct. Another process may still take one before the worker binds it;
-    a test hit by that fails with the worker's bind error in its log.
-    """
-    sockets: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("0.0.0.0", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+    """``count`` distinct TCP ports free on 0.0.0.0 right now (TensorFlow binds every interface);
+    see :func:`ringdevcluster.process.free_ports`."""
+    return process.free_ports(count, host="0.0.0.0")
 
 
 def tf_config(*, workers: Sequence[str], index: int, task_type: str = "worker") -> str:

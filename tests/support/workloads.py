@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import yaml
-from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
 from tests.support.clients import REPO
-from tests.support.kubehelp import wait_for
+from tests.support.kubehelp import Watcher, wait_for
 
 #: The workload controllers this cluster runs (trainer implies jobset).
 WORKLOAD_CONTROLLERS = ("jobset", "volcano", "trainer")
@@ -50,14 +48,10 @@ class Timeline:
     def __init__(self, k8s: Any, namespace: str) -> None:
         self.running: dict[str, float] = {}
         self.specs: list[tuple[float, str, Json]] = []  # (time, configmap, cluster.json)
-        self._k8s, self._ns = k8s, namespace
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._run, args=(k8s.core.list_namespaced_pod, self._on_pod), daemon=True),
-            threading.Thread(target=self._run, args=(k8s.core.list_namespaced_config_map, self._on_cm), daemon=True),
+        self._watchers = [
+            Watcher(k8s.core.list_namespaced_pod, namespace, self._on_pod, timeout_seconds=2, retry=0.1),
+            Watcher(k8s.core.list_namespaced_config_map, namespace, self._on_cm, timeout_seconds=2, retry=0.1),
         ]
-        for t in self._threads:
-            t.start()
 
     def _on_pod(self, pod: Any) -> None:
         if pod.status.phase == "Running" and pod.status.pod_ip:
@@ -68,23 +62,9 @@ class Timeline:
         if "cluster.json" in data:
             self.specs.append((time.time(), cm.metadata.name, json.loads(data["cluster.json"])))
 
-    def _run(self, lister: Any, handle: Any) -> None:
-        while not self._stop.is_set():
-            w = watch.Watch()  # type: ignore[no-untyped-call]
-            try:
-                for ev in w.stream(lister, self._ns, timeout_seconds=2):  # type: ignore[no-untyped-call]
-                    handle(ev["object"])
-                    if self._stop.is_set():
-                        break
-            except Exception:  # noqa: BLE001 - keep watching until stopped
-                time.sleep(0.1)
-            finally:
-                w.stop()  # type: ignore[no-untyped-call]
-
     def stop(self) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join(timeout=5)
+        for w in self._watchers:
+            w.stop(timeout=5)
 
 
 #: Scheduling gate the e2e runtime puts on its pods (see tests/e2e/test_tf_trainjob.py).

@@ -28,6 +28,7 @@ __all__ = [
     "GRACE_SECONDS",
     "PidRecord",
     "free_port",
+    "free_ports",
     "proc_argv0",
     "proc_start_time",
     "read_record",
@@ -179,8 +180,25 @@ def spawn(name: str, argv: Sequence[str], *, log_path: Path, pid_path: Path, cwd
     return child.pid
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the kernel's choice; another process may take it later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def free_ports(count: int, *, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct TCP ports free on ``host`` right now (the kernel's choice).
+
+    All sockets are held open until every port is chosen, so the ports are
+    distinct. Another process may still take one before its user binds it;
+    that user then fails with a bind error in its log.
+    """
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(sock)
+            sock.bind((host, 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def free_port(*, host: str = "127.0.0.1") -> int:
+    """One TCP port free on ``host`` right now (see :func:`free_ports`)."""
+    return free_ports(1, host=host)[0]
