@@ -165,7 +165,7 @@ class Cluster:
                 ports=state["ports"],
                 binaries=binaries,
             )
-            restart = _record(state, setup) or restart
+            restart = _add_setup(state, setup) or restart
             state.setdefault("addons", []).append(name)
             state["versions"].update({m: versions[m] for m in addon_specs.modules([name])})
             say(f"configured {name}: {', '.join(p.name for p in addon.processes)}")
@@ -477,7 +477,7 @@ def _stderr_say(message: str) -> None:
     print(f"ring-devcluster: {message}", file=sys.stderr, flush=True)
 
 
-def _record(recorded: dict[str, Any], setup: Setup) -> bool:
+def _add_setup(recorded: dict[str, Any], setup: Setup) -> bool:
     """Add ``setup``'s processes to the state dict ``recorded``; True if the API server's argv changed."""
     recorded["argv"].update(setup.argv)
     recorded.setdefault("env", {}).update(setup.env)
@@ -505,7 +505,7 @@ def _fresh(
         "created": time.time(),
     }
     for name in addons:
-        _record(
+        _add_setup(
             recorded,
             addon_specs.configure(name, state_dir=state_dir, server=server, pki=pki, ports=ports, binaries=binaries),
         )
