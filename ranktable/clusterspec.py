@@ -41,6 +41,11 @@ HCCL_FILE: Final = "hccl.json"
 #: Name of a job's spec ConfigMap when its pod template names none:
 #: ``rings-config-<job>`` (the controller writes it, the launcher reads it).
 CONFIGMAP_PREFIX: Final = "rings-config-"
+#: Annotation a launcher sets on its own pod when it starts (self-registration,
+#: opt-in): JSON ``{"ip": ..., "started": ...}``. The controller may count the
+#: member before the kubelet reports it Running; the ValidatingAdmissionPolicy
+#: in ``build/launcher-rbac.yaml`` lets a launcher change nothing else.
+REGISTERED_ANNOTATION: Final = "ring-controller.io/registered"
 
 #: A spec's (and a rank table's) ``status``: members still missing, or all there.
 Status = Literal["initializing", "completed"]
