@@ -198,7 +198,6 @@ def test_without_the_policy_the_grant_would_be_wide_open(
 ) -> None:
     """The guard: the Role alone lets a launcher rewrite any pod's labels; the denials above are the policy's."""
     account = launcher_grant
-    _pod(k8s, namespace, "worker-0", account)
     _pod(k8s, namespace, "worker-1", account)
     # Same RBAC, another account name: the policy's match condition does not cover it.
     k8s.core.create_namespaced_service_account(namespace, {"metadata": {"name": "unguarded"}})
@@ -210,7 +209,7 @@ def test_without_the_policy_the_grant_would_be_wide_open(
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ring-launch"},
         },
     )
-    own = k8s.core.read_namespaced_pod("worker-0", namespace)
+    own = _pod(k8s, namespace, "worker-u", "unguarded")
     as_unguarded = _core_as(devcluster, k8s, namespace, "unguarded", own)
     wait_for(
         lambda: (
