@@ -61,6 +61,7 @@ from ringcontroller import kube
 from ringcontroller.metrics import REGISTRY, reconcile_metrics, spec_metrics
 from ringcontroller.options import Options
 from ringcontroller.reflector import Reflector
+from ringcontroller.resource import CONFIGMAPS, PODS, RUNTIMES, of_kind
 from ringcontroller.scoped import Scoped
 from ringcontroller.workqueue import ShutDown, WorkQueue
 
@@ -96,7 +97,7 @@ class Controller:
         # runtime's. Only the count is kept.
         self.runtimes: Reflector[int] | None = Reflector(
             api,
-            kube.Resource(trainjob.GROUP, trainjob.VERSION, trainjob.RUNTIME_PLURAL),
+            RUNTIMES,
             transform=trainjob.runtime_nodes,
             registry=REGISTRY,
             **_handlers(self._on_runtime),
@@ -104,7 +105,7 @@ class Controller:
         self.pods: Scoped[PodRecord] = Scoped(
             lambda ns: Reflector(
                 api,
-                kube.PODS,
+                PODS,
                 transform=partial(pod_record, default_port=options.default_port),
                 label_selector=options.label_key,
                 indexers={"job": lambda p: [p.job] if p.job else []},
@@ -117,7 +118,7 @@ class Controller:
         self.configmaps: Scoped[ConfigMapRecord] = Scoped(
             lambda ns: Reflector(
                 api,
-                kube.CONFIGMAPS,
+                CONFIGMAPS,
                 transform=configmap_record,
                 label_selector=f"{MANAGED_LABEL}={MANAGED_VALUE}",
                 namespace=ns,
@@ -154,7 +155,7 @@ class Controller:
     def _workload_informer(self, kind: WorkloadKind, namespace: str | None) -> Reflector[WorkloadRecord]:
         return Reflector(
             self._api,
-            kube.Resource(kind.group, kind.version, kind.plural),
+            of_kind(kind),
             transform=partial(kind.record, label_key=self.options.label_key),
             label_selector=self.options.label_key,
             namespace=namespace,

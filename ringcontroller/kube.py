@@ -26,9 +26,7 @@ import contextlib
 import datetime as dt
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
 from typing import Final, Literal
-from urllib.parse import quote
 
 import aiohttp
 import structlog
@@ -38,6 +36,7 @@ from prometheus_client import CollectorRegistry
 from agent.api import ApiError, Json, NotFound, NotLeader
 from ranktable.podenv import pod_name
 from ringcontroller.metrics import client_metrics
+from ringcontroller.resource import CONFIGMAPS, EVENTS, PODS, VOLCANO_JOBS, Resource
 
 __all__ = [
     "CONFIGMAPS",
@@ -81,38 +80,6 @@ VERBS: Final = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch
 
 COMPONENT: Final = "ring-controller"
 """The Event source and reporting component."""
-
-
-@dataclass(frozen=True)
-class Resource:
-    """A resource type by API group, version and plural (``""`` is the core group).
-
-    ``str(resource)`` is ``plural`` for the core group and ``plural.group``
-    otherwise (``pods``, ``jobs.batch.volcano.sh``): the label used in logs
-    and metrics.
-    """
-
-    group: str
-    version: str
-    plural: str
-
-    def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        """The URL path of the collection (in ``namespace``, or all) or of one object."""
-        prefix = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
-        if namespace is not None:
-            prefix += f"/namespaces/{quote(namespace, safe='')}"
-        prefix += f"/{self.plural}"
-        if name is not None:
-            prefix += f"/{quote(name, safe='')}"
-        return prefix
-
-    def __str__(self) -> str:
-        return self.plural if not self.group else f"{self.plural}.{self.group}"
-
-
-PODS = Resource("", "v1", "pods")
-CONFIGMAPS = Resource("", "v1", "configmaps")
-VOLCANO_JOBS = Resource("batch.volcano.sh", "v1alpha1", "jobs")
 
 
 def _count(registry: CollectorRegistry | None, verb: str, code: str) -> None:
@@ -313,17 +280,17 @@ class RestKubeAPI:
 
     async def get_configmap(self, namespace: str, name: str) -> Json | None:
         try:
-            return await self.request("GET", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+            return await self.request("GET", CONFIGMAPS.path(namespace, name))
         except NotFound:
             return None
 
     async def create_configmap(self, namespace: str, body: Json) -> Json:
         self._fence(f"create ConfigMap {namespace}/{body.get('metadata', {}).get('name', '?')}")
-        return await self.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", body=body)
+        return await self.request("POST", CONFIGMAPS.path(namespace), body=body)
 
     async def replace_configmap(self, namespace: str, name: str, body: Json) -> Json:
         self._fence(f"update ConfigMap {namespace}/{name}")
-        return await self.request("PUT", f"/api/v1/namespaces/{namespace}/configmaps/{name}", body=body)
+        return await self.request("PUT", CONFIGMAPS.path(namespace, name), body=body)
 
     async def annotate_pod(self, namespace: str, name: str, *, uid: str, annotations: dict[str, str]) -> None:
         """A JSON merge patch of the pod's annotations; its ``metadata.uid`` is a
@@ -331,7 +298,7 @@ class RestKubeAPI:
         self._fence(f"patch pod {namespace}/{name}")
         await self.request(
             "PATCH",
-            f"/api/v1/namespaces/{namespace}/pods/{name}",
+            PODS.path(namespace, name),
             body={"metadata": {"uid": uid, "annotations": annotations}},
             content_type="application/merge-patch+json",
         )
@@ -356,6 +323,6 @@ class RestKubeAPI:
             "reportingInstance": self._instance,
         }
         try:
-            await self.request("POST", f"/api/v1/namespaces/{namespace}/events", body=body)
+            await self.request("POST", EVENTS.path(namespace), body=body)
         except Exception as e:  # noqa: BLE001 - an Event is best effort
             log.warning("event.failed", reason=reason, error=str(e))

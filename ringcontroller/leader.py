@@ -58,6 +58,7 @@ from prometheus_client import CollectorRegistry
 from agent.api import Conflict, NotFound
 from ranktable.podenv import pod_name, pod_namespace
 from ringcontroller.metrics import leader_metrics
+from ringcontroller.resource import LEASES
 
 __all__ = [
     "JITTER",
@@ -244,7 +245,7 @@ class LeaderElector:
         self._clock = clock
         self._wall = wall
         self._rand = rand
-        self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        self._path = LEASES.path(namespace, name)
         self._observation = Observation()
         self._lease: Json | None = None  # the Lease as we last wrote it
         self._renewed_at = 0.0  # monotonic start of the last successful write
@@ -365,9 +366,8 @@ class LeaderElector:
                 "metadata": {"name": self.name, "namespace": self.namespace},
                 "spec": record.to_spec(),
             }
-            collection = self._path.rsplit("/", 1)[0]
             try:
-                written = await self._request("POST", collection, body=body)
+                written = await self._request("POST", LEASES.path(self.namespace), body=body)
             except Conflict:
                 return False  # created by another candidate just now
             self._wrote(written, started)

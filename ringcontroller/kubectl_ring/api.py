@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlencode
 
 from ranktable.podenv import pod_namespace
+from ringcontroller.resource import CONFIGMAPS, EVENTS, PODS, Resource
+
+__all__ = ["CONFIGMAPS", "EVENTS", "PODS", "NotServed", "ReadError", "Reader", "Resource"]
 
 Json = dict[str, Any]
 
@@ -33,31 +35,6 @@ class ReadError(Exception):
 
 class NotServed(ReadError):
     """The API server does not serve the resource (its CRD is not installed)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Resource:
-    """Where a resource lives: ``group`` "" for the core group; ``namespaced`` False for cluster scope."""
-
-    group: str
-    version: str
-    plural: str
-    namespaced: bool = True
-
-    def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        return f"{base}/{name}" if name else base
-
-    def __str__(self) -> str:
-        return f"{self.plural}.{self.group}" if self.group else self.plural
-
-
-PODS: Final = Resource("", "v1", "pods")
-CONFIGMAPS: Final = Resource("", "v1", "configmaps")
-EVENTS: Final = Resource("", "v1", "events")
 
 
 class Reader:

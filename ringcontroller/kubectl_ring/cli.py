@@ -36,9 +36,9 @@ from ringcontroller.kubectl_ring.api import (
     NotServed,
     Reader,
     ReadError,
-    Resource,
 )
 from ringcontroller.kubectl_ring.jobs import JobView, Snapshot, find, launch_setup, pod_env, views
+from ringcontroller.resource import RUNTIMES, of_kind
 
 EXIT_OK: Final = 0
 EXIT_ERROR: Final = 1
@@ -186,9 +186,7 @@ def read(reader: Reader, namespace: str | None, *, label_key: str) -> Snapshot:
     workloads: list[tuple[str, Json]] = []
     for kind in KINDS:
         try:
-            items = reader.items(
-                Resource(kind.group, kind.version, kind.plural), namespace=namespace, label_selector=label_key
-            )
+            items = reader.items(of_kind(kind), namespace=namespace, label_selector=label_key)
         except NotServed:
             continue
         workloads += [(kind.short, item) for item in items]
@@ -196,9 +194,7 @@ def read(reader: Reader, namespace: str | None, *, label_key: str) -> Snapshot:
     for short, raw in workloads:
         ref = ((raw.get("spec") or {}).get("runtimeRef") or {}).get("name")
         if short == trainjob.SHORT and ref and ref not in runtimes:
-            found = reader.get(
-                Resource(trainjob.GROUP, trainjob.VERSION, trainjob.RUNTIME_PLURAL, namespaced=False), ref
-            )
+            found = reader.get(RUNTIMES, ref)
             runtimes[ref] = trainjob.runtime_nodes(found) if found is not None else None
     pods = reader.items(PODS, namespace=namespace, label_selector=label_key)
     configmaps: dict[str, Json] = {

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from agent.api import ApiError, Conflict, Gone, NotFound
 from ranktable.backoff import Backoff
-from ringcontroller.kube import CONFIGMAPS, PODS, VOLCANO_JOBS, Json, Resource
+from ringcontroller.kube import PODS, Json
 from ringcontroller.reflector import Mirror, Reflector, Store, diff_records, object_key
 
 
@@ -78,22 +78,6 @@ def new_mirror(rec: Recorder) -> Mirror[Rec]:
 
 
 # -- kube helpers ----------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("resource", "namespace", "name", "path", "label"),
-    [
-        (PODS, None, None, "/api/v1/pods", "pods"),
-        (PODS, "ns1", None, "/api/v1/namespaces/ns1/pods", "pods"),
-        (CONFIGMAPS, "ns1", "cm", "/api/v1/namespaces/ns1/configmaps/cm", "configmaps"),
-        (VOLCANO_JOBS, None, None, "/apis/batch.volcano.sh/v1alpha1/jobs", "jobs.batch.volcano.sh"),
-        (VOLCANO_JOBS, "a", "b", "/apis/batch.volcano.sh/v1alpha1/namespaces/a/jobs/b", "jobs.batch.volcano.sh"),
-    ],
-    ids=["core-all", "core-ns", "core-object", "crd-all", "crd-object"],
-)
-def test_resource_paths(resource: Resource, namespace: str | None, name: str | None, path: str, label: str) -> None:
-    assert resource.path(namespace, name) == path
-    assert str(resource) == label
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,61 @@
+"""Where a resource type lives in the API: one :class:`Resource` for the daemon and the plugin.
+
+Pure (no client): the daemon's client (:mod:`ringcontroller.kube`) and the
+read-only plugin (:mod:`ringcontroller.kubectl_ring.api`) both build their
+URL paths here, so a name is quoted the same way in both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+from urllib.parse import quote
+
+from model import trainjob
+from model.kinds import WorkloadKind
+
+__all__ = ["CONFIGMAPS", "EVENTS", "LEASES", "PODS", "RUNTIMES", "VOLCANO_JOBS", "Resource", "of_kind"]
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """A resource type by API group, version and plural (``group`` ``""`` is the core group).
+
+    ``namespaced`` False: cluster-scoped, a namespace given to :meth:`path`
+    is ignored. ``str(resource)`` is ``plural`` for the core group and
+    ``plural.group`` otherwise (``pods``, ``jobs.batch.volcano.sh``): the
+    label used in logs and metrics.
+    """
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool = True
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        """The URL path of the collection (in ``namespace``; None or "": all namespaces) or of
+        object ``name``. Both are URL-quoted: a value cannot add a path segment or a query."""
+        prefix = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+        if self.namespaced and namespace:
+            prefix += f"/namespaces/{quote(namespace, safe='')}"
+        prefix += f"/{self.plural}"
+        if name:
+            prefix += f"/{quote(name, safe='')}"
+        return prefix
+
+    def __str__(self) -> str:
+        return self.plural if not self.group else f"{self.plural}.{self.group}"
+
+
+PODS: Final = Resource("", "v1", "pods")
+CONFIGMAPS: Final = Resource("", "v1", "configmaps")
+EVENTS: Final = Resource("", "v1", "events")
+LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
+VOLCANO_JOBS: Final = Resource("batch.volcano.sh", "v1alpha1", "jobs")
+#: Kubeflow Trainer's ClusterTrainingRuntimes (cluster-scoped): where a TrainJob without numNodes finds its count.
+RUNTIMES: Final = Resource(trainjob.GROUP, trainjob.VERSION, trainjob.RUNTIME_PLURAL, namespaced=False)
+
+
+def of_kind(kind: WorkloadKind) -> Resource:
+    """Where the workloads of ``kind`` live."""
+    return Resource(kind.group, kind.version, kind.plural)
