@@ -31,8 +31,9 @@ import structlog
 
 from agent import metrics
 from agent.api import Json, KubeAPI
+from agent.decide import STATUS_INVALID
 from agent.events import EventCorrelator
-from agent.worker import STATUS_INVALID, JobStatus, JobWorker
+from agent.worker import JobWorker, WorkerStatus
 from model.records import ConfigMapRecord, JobKey, ObjectKey, PodRecord, WorkloadRecord, object_key
 from ranktable.hccl import DEFAULT_CHOICE
 
@@ -181,12 +182,12 @@ class Agent:
             # without an event this controller watches: look again later.
             self._requeue_after(key, RECHECK_INVALID_SECONDS)
 
-    def status(self, key: JobKey) -> JobStatus | None:
+    def status(self, key: JobKey) -> WorkerStatus | None:
         """The spec status last settled for ``key`` (for health and tests)."""
         worker = self._workers.get(key)
         return worker.status if worker else None
 
 
-def _count(status: JobStatus, delta: int) -> None:
+def _count(status: WorkerStatus, delta: int) -> None:
     if status:
         metrics.JOBS.labels(status).inc(delta)

@@ -45,7 +45,7 @@ from typing import Final, Literal, get_args
 
 from model.ascend import VERSION_1_2, VERSION_2_0, logical_super_pod, rank_order
 from model.keys import CONFIGMAP_DATA_LIMIT, MANAGED_LABEL, MANAGED_VALUE, SCALE_OUT_TYPE_LABEL
-from model.records import PodRecord, WorkloadRecord
+from model.records import ConfigMapRecord, PodRecord, WorkloadRecord
 from ranktable.clusterspec import (
     CLUSTER_FILE,
     HCCL_FILE,
@@ -53,12 +53,23 @@ from ranktable.clusterspec import (
     STATUS_INITIALIZING,
     ClusterSpec,
     Member,
+    Status,
     role_for_task,
     spec_to_json,
 )
 from ranktable.devices import DeviceAnnotation, InvalidDeviceAnnotation, parse_device_annotation
 from ranktable.hccl import AUTO, DEFAULT_CHOICE, device_problem, render_hccl
 from ranktable.hccl_table20 import check_scale_out
+
+#: A job's status: the status of the spec that is (or would be) written for
+#: it (a :data:`ranktable.clusterspec.Status`), or ``invalid`` when none may
+#: be written (an invalid workload, a spec over the size limit, a foreign or
+#: taken ConfigMap). The ``status`` label of ``ringcontroller_jobs``; the
+#: daemon and ``kubectl ring`` both use these names.
+JobStatus = Literal[Status, "invalid"]
+STATUS_INVALID: Final[JobStatus] = "invalid"
+#: Every :data:`JobStatus`, in a fixed order.
+JOB_STATUSES: Final[tuple[JobStatus, ...]] = get_args(JobStatus)
 
 #: A member that counts: (rank, task, index, pod, its devices or None).
 Counting = tuple[int, str, int, PodRecord, DeviceAnnotation | None]
@@ -86,11 +97,25 @@ class Decision:
     ready: int
     problems: tuple[Problem, ...] = field(default=())
 
+    @property
+    def status(self) -> JobStatus:
+        """``invalid`` when nothing may be written, else the spec's status."""
+        return STATUS_INVALID if self.data is None else self.spec.status
+
+
+def _not_current(workload: WorkloadRecord, pod: PodRecord) -> str | None:
+    """Why ``pod`` is not of the workload's current incarnation (owner uid) and
+    job version, None if it is: the one rule :func:`_slots` places pods by and
+    :func:`explain` reports ignored pods with."""
+    if workload.owns_pods and pod.owner_uid and workload.uid and pod.owner_uid != workload.uid:
+        return f"owned by an earlier workload of this name (uid {pod.owner_uid}, the workload is {workload.uid})"
+    if pod.version is not None and pod.version != workload.version:
+        return f"job version {pod.version}; the workload is at version {workload.version}"
+    return None
+
 
 def _current(workload: WorkloadRecord, pod: PodRecord) -> bool:
-    if workload.owns_pods and pod.owner_uid and workload.uid and pod.owner_uid != workload.uid:
-        return False
-    return pod.version is None or pod.version == workload.version
+    return _not_current(workload, pod) is None
 
 
 def _preference(pod: PodRecord) -> tuple[bool, str, str]:
@@ -172,7 +197,8 @@ class Slot:
     """One expected member as :func:`decide` sees it: position ``rank`` in the
     job spec's order (``task``, ``index``), the pod filling it (None: no pod),
     its ``state`` and a one-line ``detail`` for people (the Problem's message
-    where the state is a problem)."""
+    where the state is a problem). ``devices`` is the pod's device annotation
+    as parsed (None: the pod has none, or it is malformed), whatever the state."""
 
     rank: int
     task: str
@@ -180,6 +206,7 @@ class Slot:
     pod: PodRecord | None
     state: SlotState
     detail: str
+    devices: DeviceAnnotation | None = None
 
     @property
     def counts(self) -> bool:
@@ -216,16 +243,18 @@ class Explanation:
         return tuple(s for s in self.slots if not s.counts)
 
 
-def blocked(workload: WorkloadRecord, *, managed: bool, job: str | None) -> Problem | None:
-    """Why the existing ConfigMap of ``workload`` must not be written, None if it may.
+def blocked(workload: WorkloadRecord, cm: ConfigMapRecord | None) -> Problem | None:
+    """Why ``cm``, the ConfigMap ``workload`` names, must not be written, None if it may (or is absent).
 
-    ``managed``: it carries the controller's label; ``job``: the job key its
-    annotation names. A ConfigMap without the label is foreign and never
-    modified; one holding another job's spec stays that job's (two workloads
-    naming the same ConfigMap would overwrite each other's spec and move its
-    ownerReference; the first one keeps it).
+    A ConfigMap without the controller's label is foreign and never
+    modified; one whose job annotation names another job stays that job's
+    (two workloads naming the same ConfigMap would overwrite each other's
+    spec and move its ownerReference; the first one keeps it).
     """
-    if not managed:
+    if cm is None:
+        return None
+    job = cm.job
+    if not cm.managed:
         return Problem(
             "foreign_configmap",
             f"ConfigMap {workload.configmap} exists without label {MANAGED_LABEL}={MANAGED_VALUE}; it is left untouched",
@@ -270,7 +299,13 @@ def _check(pod: PodRecord, *, devices: bool, version: str) -> tuple[SlotState, P
 
 
 def _device_problem(pod: PodRecord, reason: str, message: str) -> Problem:
-    return Problem(f"device_{reason}", f"pod {pod.name}: invalid device annotation: {message}")
+    """The Problem for a pod's device annotation; ``reason`` is a :data:`ranktable.devices.REASONS` code.
+
+    Its code is ``device_`` and the reason, without saying "device" twice:
+    ``device_json``, ``device_ip`` (reason ``device_ip``), ``device_id``,
+    ``device_super_device_id``.
+    """
+    return Problem(f"device_{reason.removeprefix('device_')}", f"pod {pod.name}: invalid device annotation: {message}")
 
 
 def _unready(pod: PodRecord) -> tuple[SlotState, str]:
@@ -310,7 +345,9 @@ def explain(
         else:
             state, problem, _ = _check(pod, devices=task_devices.get(task, False), version=version)
             detail = problem.message if problem is not None else _detail(state)
-        slots.append(Slot(rank, task, index, pod, state, detail))
+        parsed = _parse_devices(pod.devices) if pod.devices is not None else None
+        devices = parsed if isinstance(parsed, DeviceAnnotation) else None
+        slots.append(Slot(rank, task, index, pod, state, detail, devices))
     ignored = tuple(Ignored(p, _why_ignored(workload, p)) for p in pods if id(p) not in placed)
     decision = decide(workload, pods, previous=previous, hccl_version=hccl_version)
     return Explanation(decision=decision, slots=tuple(slots), ignored=ignored)
@@ -324,10 +361,9 @@ def _detail(state: SlotState) -> str:
 
 def _why_ignored(workload: WorkloadRecord, pod: PodRecord) -> str:
     """Why ``pod`` fills no slot of ``workload`` (the negation of :func:`_slots`' rules)."""
-    if workload.owns_pods and pod.owner_uid and workload.uid and pod.owner_uid != workload.uid:
-        return f"owned by an earlier workload of this name (uid {pod.owner_uid}, the workload is {workload.uid})"
-    if pod.version is not None and pod.version != workload.version:
-        return f"job version {pod.version}; the workload is at version {workload.version}"
+    stale = _not_current(workload, pod)
+    if stale is not None:
+        return stale
     if not workload.indexed:
         if pod.deleting or pod.phase in ("Failed", "Succeeded"):
             return f"finished ({pod.phase})" if not pod.deleting else "being deleted"

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from agent.decide import JOB_STATUSES
+
 CONFIGMAP_WRITES = Counter(
     "ringcontroller_configmap_writes_total",
     "ConfigMap writes by verb and result (ok, conflict, not_found, error).",
@@ -37,7 +39,6 @@ JOBS = Gauge(
 #: controller-runtime does for its result labels): a status no job has reached
 #: yet is a 0, not a missing series, so ``ringcontroller_jobs{status="invalid"}``
 #: exists on every replica and the alert on it and the dashboard read a value.
-JOB_STATUSES = ("initializing", "completed", "invalid")
 for _status in JOB_STATUSES:
     JOBS.labels(_status)
 SPEC_LATENCY = Histogram(

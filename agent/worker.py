@@ -38,11 +38,11 @@ import structlog
 
 from agent import metrics
 from agent.api import ApiError, Conflict, KubeAPI, NotFound
-from agent.decide import Decision, Problem, blocked, decide
+from agent.decide import STATUS_INVALID, Decision, JobStatus, Problem, blocked, decide
 from model.configmap import configmap_body, configmap_record
 from model.keys import EPOCH_ANNOTATION
 from model.records import ConfigMapRecord, PodRecord, WorkloadRecord
-from ranktable.clusterspec import CLUSTER_FILE, STATUS_COMPLETED, ClusterSpec, SpecError, Status, spec_from_json
+from ranktable.clusterspec import CLUSTER_FILE, STATUS_COMPLETED, ClusterSpec, SpecError, spec_from_json
 from ranktable.hccl import DEFAULT_CHOICE
 
 log = structlog.get_logger()
@@ -52,13 +52,11 @@ MAX_CONFLICTS = 3
 #: Pod annotations sent at once by one worker.
 TOUCH_CONCURRENCY = 16
 
-#: A job's spec status as its worker last settled it (the ``status`` label of
-#: ``ringcontroller_jobs``): the status of the spec written (a
-#: :data:`ranktable.clusterspec.Status`), ``invalid`` when no spec can be
-#: written, ``""`` before the first sync settled.
-JobStatus = Status | Literal["invalid", ""]
-STATUS_INVALID: Final = "invalid"
-STATUS_UNSETTLED: Final = ""
+#: A job's status as its worker last settled it: a :data:`agent.decide.JobStatus`
+#: (the status of the spec written, or ``invalid``), ``""`` before the first
+#: sync settled.
+WorkerStatus = Literal[JobStatus, ""]
+STATUS_UNSETTLED: Final[WorkerStatus] = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +89,9 @@ class Untouchable(Exception):
         self.reason = reason
 
 
-def _check_owner(workload: WorkloadRecord, job: str | None) -> None:
-    """Raise Untouchable when a managed ConfigMap belongs to another job (:func:`agent.decide.blocked`)."""
-    problem = blocked(workload, managed=True, job=job)
+def _check_owner(workload: WorkloadRecord, cm: ConfigMapRecord | None) -> None:
+    """Raise Untouchable when ``cm`` is foreign or another job's (:func:`agent.decide.blocked`)."""
+    problem = blocked(workload, cm)
     if problem is not None:
         raise Untouchable(problem.reason, problem.message)
 
@@ -111,7 +109,7 @@ class JobWorker:
         # to patch again; any other value (someone changed it) is.
         self._touched: dict[str, tuple[str, str]] = {}
         self.written: Written | None = None
-        self.status: JobStatus = STATUS_UNSETTLED
+        self.status: WorkerStatus = STATUS_UNSETTLED
         self._reported: set[tuple[str, str]] = set()
         self._completed_epoch: int | None = None
 
@@ -136,7 +134,7 @@ class JobWorker:
                 decision = decide(workload, pods, previous=base.spec if base else None, hccl_version=self._hccl_version)
                 await self._report(workload, decision.problems, bound.bind(epoch=decision.spec.epoch))
                 if decision.data is None:
-                    self.status = STATUS_INVALID
+                    self.status = decision.status
                     return decision
                 if base is not None and base.data == decision.data:
                     self.written = base
@@ -177,7 +175,7 @@ class JobWorker:
         """
         if cm is None:
             return None if self.written is None else await self._fetch(workload)
-        _check_owner(workload, cm.job)
+        _check_owner(workload, cm)
         w = self.written
         if w is not None and w.uid == cm.uid and cm.resource_version in (w.resource_version, w.replaced):
             return w
@@ -189,9 +187,7 @@ class JobWorker:
         if raw is None:
             return None
         cm = configmap_record(raw)
-        problem = blocked(workload, managed=cm.managed, job=cm.job)
-        if problem is not None:
-            raise Untouchable(problem.reason, problem.message)
+        _check_owner(workload, cm)
         return _written(cm)
 
     async def _write(self, workload: WorkloadRecord, decision: Decision, base: Written | None) -> Written:

@@ -17,9 +17,9 @@ import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-from agent.decide import Explanation, Problem, blocked, explain
+from agent.decide import STATUS_INVALID, Explanation, JobStatus, Problem, blocked, explain
 from model.configmap import configmap_record
 from model.keys import CONFIG_VOLUME_NAMES, DEFAULT_PORT
 from model.kinds import KINDS, WorkloadKind
@@ -33,12 +33,14 @@ from ranktable.wait import DEFAULT_CONFIG_DIR, FileSource, Identity, Judge, Obse
 
 Json = dict[str, Any]
 
-#: A job's spec status as the plugin shows it: the written spec's status;
-#: ``invalid`` when the controller cannot write one (an invalid workload, a
-#: spec over the size limit, a foreign or taken ConfigMap); ``absent`` when no
-#: spec ConfigMap exists yet (the controller has not synced the job);
-#: ``unreadable`` when its ``cluster.json`` is missing or malformed.
-JobStatus = Literal["completed", "initializing", "invalid", "absent", "unreadable"]
+#: A job's spec status as the plugin shows it: a :data:`agent.decide.JobStatus`
+#: (the written spec's status, or ``invalid`` when the controller cannot write
+#: one), ``absent`` when no spec ConfigMap exists yet (the controller has not
+#: synced the job), ``unreadable`` when its ``cluster.json`` is missing or
+#: malformed.
+ShownStatus = Literal[JobStatus, "absent", "unreadable"]
+STATUS_ABSENT: Final[ShownStatus] = "absent"
+STATUS_UNREADABLE: Final[ShownStatus] = "unreadable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,27 +83,25 @@ class JobView:
     spec_time: str
 
     @property
-    def status(self) -> JobStatus:
-        """See :data:`JobStatus`."""
-        if self.blocker is not None or self.explanation.decision.data is None:
-            return "invalid"
+    def status(self) -> ShownStatus:
+        """See :data:`ShownStatus`."""
+        if self.live == STATUS_INVALID:
+            return STATUS_INVALID
         if self.configmap is None:
-            return "absent"
+            return STATUS_ABSENT
         if self.written is None:
-            return "unreadable"
+            return STATUS_UNREADABLE
         return self.written.status
 
     @property
     def live(self) -> JobStatus:
         """What the controller would write now: ``completed``, ``initializing`` or ``invalid``."""
-        if self.blocker is not None or self.explanation.decision.data is None:
-            return "invalid"
-        return self.explanation.decision.spec.status
+        return STATUS_INVALID if self.blocker is not None else self.explanation.decision.status
 
     @property
     def behind(self) -> bool:
         """True when the ConfigMap does not hold what the controller would write now (it has not synced yet)."""
-        if self.live == "invalid":
+        if self.live == STATUS_INVALID:
             return False
         decided = self.explanation.decision.spec
         return self.written is None or (self.written.status, self.written.members) != (decided.status, decided.members)
@@ -175,7 +175,7 @@ def job_view(
 ) -> JobView:
     """The view of one served workload given its pods and its ConfigMap (None: absent)."""
     cm = configmap_record(raw_configmap) if raw_configmap is not None else None
-    blocker = blocked(workload, managed=cm.managed, job=cm.job) if cm is not None else None
+    blocker = blocked(workload, cm)
     written: ClusterSpec | None = None
     error = ""
     if cm is not None and blocker is None:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from agent.decide import SLOT_STATES, Slot, SlotState
+from agent.decide import SLOT_STATES, STATUS_INVALID, Slot, SlotState
 from model.keys import (
     CONFIG_VOLUME_NAMES,
     DEVICE_ANNOTATIONS,
@@ -26,7 +26,7 @@ from model.keys import (
     SLOTS_ANNOTATION,
     SLOTS_ENV,
 )
-from ranktable.devices import InvalidDeviceAnnotation, parse_device_annotation
+from ranktable.clusterspec import STATUS_COMPLETED
 from ringcontroller.kubectl_ring.jobs import JobView, age
 
 Json = dict[str, Any]
@@ -180,7 +180,7 @@ def job_data(view: JobView) -> Json:
             }
             for s in view.explanation.waiting
         ]
-        if decided.spec.status != "completed"
+        if decided.spec.status != STATUS_COMPLETED
         else [],
         "problems": [{"reason": p.reason, "message": p.message} for p in view.problems],
     }
@@ -226,13 +226,13 @@ def dump(data: Any, output: str) -> str:
     return str(yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
 
 
-def _devices(text: str | None) -> str:
-    if text is None:
+def _devices(slot: Slot) -> str:
+    """The slot's device ids as :func:`agent.decide.explain` parsed them (``invalid``: malformed)."""
+    if slot.pod is None or slot.pod.devices is None:
         return "-"
-    try:
-        return ",".join(d.device_id for d in parse_device_annotation(text).devices) or "-"
-    except InvalidDeviceAnnotation:
+    if slot.devices is None:
         return "invalid"
+    return ",".join(d.device_id for d in slot.devices.devices) or "-"
 
 
 def pod_condition(raw: Json | None) -> str:
@@ -300,7 +300,7 @@ def describe_text(view: JobView, *, events: Sequence[Json] = (), label_key: str,
     width = max(len(k) for k, _ in field) + 2
     out += [f"{k + ':':<{width}}{v}" for k, v in field]
 
-    complete = view.written is not None and view.written.completed and not view.behind and view.live == "completed"
+    complete = view.written is not None and view.written.completed and not view.behind and view.live == STATUS_COMPLETED
     out.append("")
     if complete and view.written is not None:
         out.append("Members (rank order):")
@@ -329,7 +329,7 @@ def describe_text(view: JobView, *, events: Sequence[Json] = (), label_key: str,
                 s.pod.name if s.pod else "<none>",
                 f"{s.pod.ip}:{s.pod.port}" if s.pod and s.pod.ip else "-",
                 (s.pod.node if s.pod else "") or "-",
-                _devices(s.pod.devices) if s.pod else "-",
+                _devices(s),
                 STATE_WORDS[s.state],
             ]
             for s in view.explanation.slots
@@ -345,7 +345,7 @@ def describe_text(view: JobView, *, events: Sequence[Json] = (), label_key: str,
         # The job's own problems first (an invalid workload explains every slot), then each slot's.
         lines = [f"  {p.message}" for p in view.problems if not any(p.message == s.detail for s in waiting)]
         lines += [f"  {_why(view, s)}" for s in waiting]
-        if view.live == "completed" and view.behind:
+        if view.live == STATUS_COMPLETED and view.behind:
             lines.append(
                 "  every member counts, but the ConfigMap does not hold the completed spec yet: "
                 "the controller has not written it"
@@ -374,7 +374,7 @@ def advice(view: JobView, *, label_key: str) -> list[str]:
     w = view.workload
     job = f"{view.kind.short}/{w.name} -n {w.namespace}"
     hints: list[str] = []
-    waiting = view.explanation.waiting if view.live != "completed" else ()
+    waiting = view.explanation.waiting if view.live != STATUS_COMPLETED else ()
     for state in SLOT_STATES:
         pods = [s.pod.name for s in waiting if s.state == state and s.pod is not None]
         if HINTS[state] and any(s.state == state for s in waiting):
@@ -382,12 +382,12 @@ def advice(view: JobView, *, label_key: str) -> list[str]:
     for reason in sorted({p.reason for p in view.problems}):
         if reason in PROBLEM_HINTS:
             hints.append(PROBLEM_HINTS[reason])
-    if view.live != "invalid" and (view.configmap is None or (view.live == "completed" and view.behind)):
+    if view.live != STATUS_INVALID and (view.configmap is None or (view.live == STATUS_COMPLETED and view.behind)):
         hints.append(
             "The controller has not written this job's spec: is ring-controller running, watching namespace "
             f"{w.namespace} (--namespace) with --label-key {label_key}? See its logs (sync.failed, input.invalid)."
         )
-    if not hints and view.status == "completed":
+    if not hints and view.status == STATUS_COMPLETED:
         hints.append(
             "Nothing: the spec is complete. `kubectl ring env POD` shows what ring-launch exports in each member."
         )

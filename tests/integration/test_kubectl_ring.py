@@ -243,7 +243,7 @@ def test_describe_an_invalid_job_bad_device_annotation_and_bad_port(
         "1/3",
         "ascend-910",
     )
-    assert rows["npu"]["PROBLEMS"] == "device_device_ip,invalid_port"
+    assert rows["npu"]["PROBLEMS"] == "device_ip,invalid_port"
     assert (rows["twice"]["STATUS"], rows["twice"]["PROBLEMS"]) == ("invalid", "invalid_workload")
 
     text = _ok(ring("describe", "-n", namespace, "npu", kubeconfig=kubeconfig))

@@ -8,14 +8,15 @@ from typing import Any
 
 import pytest
 
-from agent.decide import decide
+from agent.decide import JOB_STATUSES, STATUS_INVALID, _device_problem, blocked, decide
 from agent.worker import _event_reason
 from model.deployment import workload_record as deployment_record
 from model.keys import CONFIGMAP_DATA_LIMIT
 from model.pod import pod_record
-from model.records import PodRecord, WorkloadRecord
+from model.records import ConfigMapRecord, JobKey, PodRecord, WorkloadRecord
 from model.volcano import workload_record
-from ranktable.clusterspec import spec_from_json
+from ranktable.clusterspec import STATUSES, spec_from_json
+from ranktable.devices import REASONS
 from tests.support.factories import device_annotation, pod_template, volcano_job, volcano_pod
 
 LABEL = "ring-controller.atlas"
@@ -181,7 +182,7 @@ def test_npu_job_hccl_v1_by_flag() -> None:
         pytest.param("{not json", "device_json", id="not-json"),
         pytest.param(
             json.dumps({"server_id": "10.0.0.1", "devices": [{"device_id": "0", "device_ip": "999.1.1.1"}]}),
-            "device_device_ip",
+            "device_ip",
             id="bad-ip",
         ),
         pytest.param(
@@ -428,7 +429,7 @@ def test_placeholder_device_ip_is_an_invalid_annotation_for_table_1_0(placeholde
     pods = _ascend_pods(raw, 2, text=lambda i: current_annotation(i, ip=placeholder if i == 1 else None))
     d = decide(wl, pods, previous=None)
     assert d.spec.status == "initializing"
-    assert [p.reason for p in d.problems] == ["device_device_ip"]
+    assert [p.reason for p in d.problems] == ["device_ip"]
     assert "pod j-worker-1" in d.problems[0].message and repr(placeholder) in d.problems[0].message
 
 
@@ -476,7 +477,7 @@ def test_across_super_pods_a_placeholder_ip_does_not_count() -> None:
     pods = _ascend_pods(raw, 2, text=lambda i: current_annotation(i, ip="-1"))
     d = decide(wl, pods, previous=None)
     assert d.spec.status == "initializing"
-    assert {p.reason for p in d.problems} == {"device_device_ip"}
+    assert {p.reason for p in d.problems} == {"device_ip"}
     assert "spans 2 super pods" in d.problems[0].message
 
 
@@ -635,7 +636,7 @@ def test_size_limit_at_1024_servers_by_8_devices(version: str, server_ids: str, 
 @pytest.mark.parametrize(
     ("reason", "event"),
     [
-        ("device_device_ip", "InvalidDeviceAnnotation"),
+        ("device_ip", "InvalidDeviceAnnotation"),
         ("device_super_device_id", "InvalidDeviceAnnotation"),
         ("invalid_rank_index", "InvalidRankIndex"),
         ("invalid_super_pod", "InvalidSuperPod"),
@@ -673,3 +674,56 @@ def test_a_deployment_counts_its_template_annotations(
         "spec": {"replicas": 1, "template": {"metadata": {"annotations": template}, "spec": npu_template()["spec"]}},
     }
     assert deployment_record(raw, label_key=LABEL).ascend.table == version
+
+
+# -- one rule each: blocked(), the device problem codes, the job status -------------
+
+
+def _cm(*, managed: bool, job: str | None) -> ConfigMapRecord:
+    return ConfigMapRecord(
+        namespace="default", name="rings-config-j", uid="cm", resource_version="1", managed=managed,
+        job=JobKey(job) if job else None, data={},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("cm", "reason"),
+    [
+        pytest.param(None, None, id="absent"),
+        pytest.param(_cm(managed=True, job=None), None, id="managed-no-job-yet"),
+        pytest.param(_cm(managed=True, job="vcjob/default/j"), None, id="own"),
+        pytest.param(_cm(managed=False, job="vcjob/default/j"), "foreign_configmap", id="foreign"),
+        pytest.param(_cm(managed=True, job="vcjob/default/other"), "configmap_taken", id="taken"),
+    ],
+)
+def test_blocked_takes_the_configmap_record_as_it_is(cm: ConfigMapRecord | None, reason: str | None) -> None:
+    _, wl = _job([("worker", 1)])
+    assert wl.key == "vcjob/default/j"
+    problem = blocked(wl, cm)
+    assert (problem.reason if problem else None) == reason
+
+
+@pytest.mark.parametrize("reason", REASONS)
+def test_device_problem_codes_say_device_once(reason: str) -> None:
+    raw, _ = _job([("worker", 1)])
+    (pod,) = _pods(raw)
+    code = _device_problem(pod, reason, "m").reason
+    assert code.startswith("device_") and "device_device" not in code
+    assert code == f"device_{reason}" or reason.startswith("device_")
+    assert _event_reason(code) == "InvalidDeviceAnnotation"
+
+
+def test_the_device_problem_codes_are_distinct() -> None:
+    raw, _ = _job([("worker", 1)])
+    (pod,) = _pods(raw)
+    codes = [_device_problem(pod, r, "m").reason for r in REASONS]
+    assert len(set(codes)) == len(REASONS)
+    assert {"device_ip", "device_id", "device_json"} <= set(codes)
+
+
+def test_job_statuses_extend_the_spec_statuses() -> None:
+    assert JOB_STATUSES == (*STATUSES, STATUS_INVALID) == ("initializing", "completed", "invalid")
+    raw, wl = _job([("worker", 1)])
+    assert decide(wl, [], previous=None).status == "initializing"
+    assert decide(wl, _pods(raw), previous=None).status == "completed"
+    assert decide(replace(wl, error="bad"), [], previous=None).status == STATUS_INVALID

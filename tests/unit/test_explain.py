@@ -19,6 +19,7 @@ from model.deployment import workload_record as deployment_record
 from model.pod import pod_record
 from model.records import PodRecord, WorkloadRecord
 from model.volcano import workload_record
+from ringcontroller.kubectl_ring import render
 from tests.support.factories import device_annotation, pod_template, volcano_job, volcano_pod
 
 LABEL = "ring-controller.atlas"
@@ -95,7 +96,7 @@ def test_a_terminating_pod_with_no_replacement_is_deleting() -> None:
         pytest.param(
             json.dumps({"server_id": "10.0.0.1", "devices": [{"device_id": "0", "device_ip": "999.1.1.1"}]}),
             "invalid_devices",
-            "device_device_ip",
+            "device_ip",
             id="bad-device-ip",
         ),
         pytest.param(json.dumps(GOOD_DEVICES), "counting", None, id="good"),
@@ -146,3 +147,48 @@ def test_deployment_slots_without_pods_are_missing() -> None:
     wl = deployment_record(raw, label_key=LABEL)
     e = explain(wl, [], previous=None)
     assert [s.state for s in e.slots] == ["missing", "missing"]
+
+
+PLACEHOLDER_IP = json.dumps({"server_id": "10.0.0.1", "devices": [{"device_id": "3", "device_ip": "-1"}]})
+
+
+@pytest.mark.parametrize(
+    ("pod_kw", "version", "state", "ids", "cell"),
+    [
+        pytest.param({"devices": json.dumps(GOOD_DEVICES)}, "1.0", "counting", ["0"], "0", id="counting"),
+        pytest.param({"devices": PLACEHOLDER_IP}, "1.0", "invalid_devices", ["3"], "3", id="unfit-for-the-table"),
+        pytest.param({"devices": "{not json"}, "1.0", "invalid_devices", None, "invalid", id="malformed"),
+        pytest.param({"devices": None}, "1.0", "awaiting_devices", None, "-", id="none-yet"),
+        pytest.param(
+            {"devices": json.dumps(GOOD_DEVICES), "phase": "Pending", "ip": ""},
+            "1.0",
+            "not_running",
+            ["0"],
+            "0",
+            id="not-running-still-parsed",
+        ),
+    ],
+)
+def test_the_slot_carries_the_devices_explain_parsed(
+    pod_kw: dict[str, Any], version: str, state: str, ids: list[str] | None, cell: str
+) -> None:
+    raw, wl = _job(1, template=pod_template(runtime="ascend-910", npus=1))
+    (slot,) = explain(wl, [_pod(raw, 0, **pod_kw)], previous=None, hccl_version=version).slots
+    assert slot.state == state
+    assert ([d.device_id for d in slot.devices.devices] if slot.devices else None) == ids
+    assert render._devices(slot) == cell  # the DEVICES column reads the slot, it does not parse again
+
+
+@pytest.mark.parametrize("indexed", [True, False], ids=["indexed", "by-creation"])
+def test_pods_of_another_version_or_incarnation_are_ignored_by_one_rule(indexed: bool) -> None:
+    raw, wl = _job(1)
+    wl = replace(wl, indexed=indexed)
+    current = _pod(raw, 0)
+    old = replace(_pod(raw, 0, version=3, uid="old", name_suffix="-old"), created="2000-01-01T00:00:00Z")
+    stranger = replace(_pod(raw, 0, uid="s", name_suffix="-s"), owner_uid="earlier-uid", created="2000-01-01T00:00:01Z")
+    e = explain(wl, [current, old, stranger], previous=None)
+    assert [s.pod.name if s.pod else None for s in e.slots] == ["j-worker-0"]  # older pods would rank first
+    assert {i.pod.name: i.reason for i in e.ignored} == {
+        "j-worker-0-old": f"job version 3; the workload is at version {wl.version}",
+        "j-worker-0-s": "owned by an earlier workload of this name (uid earlier-uid, the workload is job-uid)",
+    }
