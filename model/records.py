@@ -21,7 +21,8 @@ from ranktable.clusterspec import JobRef
 #: ``<kind-short>/<namespace>/<name>``, e.g. ``vcjob/default/mnist``: the unit
 #: of work, one queue key and one agent worker per job.
 JobKey = NewType("JobKey", str)
-#: ``<namespace>/<name>``, the store key of a namespaced object.
+#: ``<namespace>/<name>`` (``<name>`` for a cluster-scoped object): the store
+#: key of an object in the informers' caches, client-go's ``MetaNamespaceKeyFunc``.
 ObjectKey = NewType("ObjectKey", str)
 JobUID = NewType("JobUID", str)
 PodUID = NewType("PodUID", str)
@@ -32,9 +33,15 @@ def job_key(short: str, namespace: str, name: str) -> JobKey:
     return JobKey(f"{short}/{namespace}/{name}")
 
 
-def object_key(namespace: str, name: str) -> ObjectKey:
-    """The store key of a namespaced object."""
-    return ObjectKey(f"{namespace}/{name}")
+def object_key(namespace: str | None, name: str) -> ObjectKey:
+    """The store key of object ``name`` in ``namespace`` (None or "": cluster-scoped)."""
+    return ObjectKey(f"{namespace}/{name}" if namespace else name)
+
+
+def key_of(raw: dict[str, Any]) -> ObjectKey:
+    """The store key of a raw object, from its metadata (:func:`object_key`)."""
+    meta = raw.get("metadata") or {}
+    return object_key(meta.get("namespace"), str(meta.get("name") or ""))
 
 
 def count(value: object, *, default: int) -> int | None:

@@ -61,6 +61,7 @@ from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry
 
 from agent.api import ApiError, Gone
+from model.records import key_of
 from ranktable.backoff import Backoff
 from ringcontroller import kube
 from ringcontroller.kube import Json, Resource
@@ -74,7 +75,6 @@ __all__ = [
     "ShortWatchError",
     "Store",
     "diff_records",
-    "object_key",
 ]
 
 R = TypeVar("R")
@@ -94,14 +94,6 @@ an error (backoff), so a misbehaving server or proxy cannot make us spin."""
 
 class ShortWatchError(Exception):
     """The server closed a watch almost at once without sending anything."""
-
-
-def object_key(raw: Json) -> str:
-    """The store key of a raw object: ``namespace/name``, or ``name`` if cluster-scoped."""
-    meta = raw.get("metadata") or {}
-    name = meta.get("name") or ""
-    namespace = meta.get("namespace")
-    return f"{namespace}/{name}" if namespace else str(name)
 
 
 class Store(Generic[R]):
@@ -255,7 +247,7 @@ class Mirror(Generic[R]):
         try:
             return self._transform(raw)
         except Exception:
-            self._log.exception("transform.error", key=object_key(raw))
+            self._log.exception("transform.error", key=key_of(raw))
             return None
 
     def replace(self, records: Mapping[str, R]) -> Diff[R]:
@@ -272,7 +264,7 @@ class Mirror(Generic[R]):
 
     def apply(self, event_type: str, raw: Json) -> None:
         """Apply one watch event (``ADDED``, ``MODIFIED`` or ``DELETED``) of ``raw``."""
-        key = object_key(raw)
+        key = key_of(raw)
         if event_type == "DELETED":
             old = self.store.delete(key)
             if old is not None:
@@ -467,7 +459,7 @@ class Reflector(Generic[R]):
             for raw in page.get("items") or ():
                 record = self._mirror.slim(raw)
                 if record is not None:
-                    records[object_key(raw)] = record
+                    records[key_of(raw)] = record
             meta = page.get("metadata") or {}
             token = meta.get("continue") or None
             if token is None:

@@ -23,7 +23,7 @@ from model import trainjob
 from model.keys import DEFAULT_LABEL_KEY, DEFAULT_PORT, MANAGED_LABEL, MANAGED_VALUE
 from model.kinds import KINDS
 from model.pod import pod_record
-from model.records import object_key
+from model.records import key_of, object_key
 from ranktable.clusterspec import PodNotInSpec, SpecError
 from ranktable.hccl import CHOICES, DEFAULT_CHOICE
 from ringcontroller.kubectl_ring import render
@@ -198,7 +198,7 @@ def read(reader: Reader, namespace: str | None, *, label_key: str) -> Snapshot:
             runtimes[ref] = trainjob.runtime_nodes(found) if found is not None else None
     pods = reader.items(PODS, namespace=namespace, label_selector=label_key)
     configmaps: dict[str, Json] = {
-        object_key(str(cm["metadata"].get("namespace")), str(cm["metadata"].get("name"))): cm
+        key_of(cm): cm
         for cm in reader.items(CONFIGMAPS, namespace=namespace, label_selector=f"{MANAGED_LABEL}={MANAGED_VALUE}")
     }
     return Snapshot(workloads=tuple(workloads), pods=tuple(pods), configmaps=configmaps, runtimes=runtimes)

@@ -19,9 +19,10 @@ from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry
 
 from agent.api import ApiError, Conflict, Gone, NotFound
+from model.records import key_of, object_key
 from ranktable.backoff import Backoff
 from ringcontroller.kube import PODS, Json
-from ringcontroller.reflector import Mirror, Reflector, Store, diff_records, object_key
+from ringcontroller.reflector import Mirror, Reflector, Store, diff_records
 
 
 @dataclass(frozen=True)
@@ -98,8 +99,9 @@ def test_api_error_from_body(status: int, body: bytes, code: int, reason: str, e
 
 
 def test_object_key() -> None:
-    assert object_key(raw("a", ns="x")) == "x/a"
-    assert object_key({"metadata": {"name": "node1"}}) == "node1"
+    """One key rule for the informers' stores and the records' lookups (client-go's namespace/name)."""
+    assert key_of(raw("a", ns="x")) == object_key("x", "a") == "x/a"
+    assert key_of({"metadata": {"name": "node1"}}) == object_key(None, "node1") == object_key("", "node1") == "node1"
 
 
 # -- store -----------------------------------------------------------------
