@@ -6,7 +6,9 @@ object concerns and enqueue its key (plus, for pods, note when a member
 became ready, for the latency metric); they never call the API.
 
 ``sync(key)`` is called by the daemon's queue workers, one key at a time per
-key. It reads the job's workload, pods and ConfigMap from the caches (the
+key, and returns a :class:`Result`: what the queue does with the key next
+(done, or look again after some seconds); it raises for a failure to be
+retried with backoff. It reads the job's workload, pods and ConfigMap from the caches (the
 lookups passed in at construction) and hands them to the job's
 :class:`~agent.worker.JobWorker`, created on first use and dropped when the
 workload is gone (its ConfigMap goes with it, through its ownerReference).
@@ -25,14 +27,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 import structlog
 
-from agent import metrics
 from agent.api import Json, KubeAPI
 from agent.decide import STATUS_INVALID
 from agent.events import EventCorrelator
+from agent.metrics import AgentMetrics, private
 from agent.worker import JobWorker, WorkerStatus
 from model.records import ConfigMapRecord, JobKey, ObjectKey, PodRecord, WorkloadRecord, object_key
 from ranktable.hccl import DEFAULT_CHOICE
@@ -41,6 +44,37 @@ log = structlog.get_logger()
 
 #: How often a job whose spec cannot be written is looked at again.
 RECHECK_INVALID_SECONDS = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """What the queue does with a key after :meth:`Agent.sync` returned
+    (controller-runtime's ``reconcile.Result``).
+
+    ``requeue_after`` None: done; the queue forgets the key (its retry
+    backoff restarts) until an event adds it again. A number of seconds:
+    forgotten too, and added again after that delay, whatever happens
+    meanwhile. A failure that a retry may fix is not a Result: ``sync``
+    raises, and the queue retries the key with per-key backoff.
+    """
+
+    requeue_after: float | None = None
+
+    @classmethod
+    def after(cls, seconds: float) -> Result:
+        """Look at the key again in ``seconds`` (> 0)."""
+        if not seconds > 0:
+            raise ValueError(f"requeue_after must be positive, got {seconds!r}")
+        return cls(requeue_after=seconds)
+
+    @property
+    def done(self) -> bool:
+        """True when nothing is scheduled for the key."""
+        return self.requeue_after is None
+
+
+#: Nothing more to do until an event queues the key again.
+DONE: Final = Result()
 
 
 class BackgroundEvents:
@@ -55,8 +89,16 @@ class BackgroundEvents:
     ConfigMap verbs pass straight through.
     """
 
-    def __init__(self, api: KubeAPI, *, limit: int = 64, correlator: EventCorrelator | None = None) -> None:
+    def __init__(
+        self,
+        api: KubeAPI,
+        *,
+        limit: int = 64,
+        correlator: EventCorrelator | None = None,
+        metrics: AgentMetrics | None = None,
+    ) -> None:
         self._api = api
+        self.metrics = metrics if metrics is not None else private()
         self._limit = limit
         self._correlator = correlator or EventCorrelator()
         self._pending: set[asyncio.Task[None]] = set()
@@ -76,10 +118,10 @@ class BackgroundEvents:
     async def emit_event(self, *, involved: Json, event_type: str, reason: str, message: str) -> None:
         verdict = self._correlator.allow(involved=involved, event_type=event_type, reason=reason, message=message)
         if verdict != "send":
-            metrics.EVENTS_DROPPED.labels(verdict).inc()
+            self.metrics.events_dropped.labels(verdict).inc()
             log.debug("event.dropped", cause=verdict, reason=reason, involved=involved.get("name"))
             return
-        metrics.EVENTS.labels(event_type, reason).inc()
+        self.metrics.events.labels(event_type, reason).inc()
         send = self._send(involved=involved, event_type=event_type, reason=reason, message=message)
         if len(self._pending) >= self._limit:
             await send
@@ -111,18 +153,19 @@ class Agent:
         workload: Callable[[JobKey], WorkloadRecord | None],
         pods: Callable[[JobKey], list[PodRecord]],
         configmap: Callable[[ObjectKey], ConfigMapRecord | None],
-        requeue_after: Callable[[JobKey, float], None] | None = None,
         hccl_version: str = DEFAULT_CHOICE,
         touch_pods: bool = True,
+        metrics: AgentMetrics | None = None,
     ) -> None:
         self._api = api
         self._touch_pods = touch_pods
-        self.events = BackgroundEvents(api)
+        #: Where the agent, its workers and its Events count (default: a private registry).
+        self.metrics = metrics if metrics is not None else private()
+        self.events = BackgroundEvents(api, metrics=self.metrics)
         self._enqueue = enqueue
         self._workload = workload
         self._pods = pods
         self._configmap = configmap
-        self._requeue_after = requeue_after
         self._hccl_version = hccl_version
         self._workers: dict[JobKey, JobWorker] = {}
         self._last_ready: dict[JobKey, float] = {}
@@ -154,20 +197,25 @@ class Agent:
 
     # The sync. ----------------------------------------------------------------
 
-    async def sync(self, key: JobKey) -> None:
-        """Bring job ``key``'s ConfigMap up to date; raises to be retried with backoff."""
+    async def sync(self, key: JobKey) -> Result:
+        """Bring job ``key``'s ConfigMap up to date; returns what the queue does next with ``key``.
+
+        :data:`DONE`, or :meth:`Result.after` for a job whose spec cannot be
+        written (what blocks it may go away without an event this controller
+        watches). Raises for a failure to be retried with backoff.
+        """
         workload = self._workload(key)
         if workload is None:
             worker = self._workers.pop(key, None)
             if worker is not None:
-                _count(worker.status, -1)
+                self._count(worker.status, -1)
                 log.info("job.forgotten", job=key)
             self._last_ready.pop(key, None)
-            return
+            return DONE
         worker = self._workers.get(key)
         if worker is None:
             worker = self._workers[key] = JobWorker(
-                api=self.events, hccl_version=self._hccl_version, touch_pods=self._touch_pods
+                api=self.events, hccl_version=self._hccl_version, touch_pods=self._touch_pods, metrics=self.metrics
             )
         before = worker.status
         cm = self._configmap(object_key(workload.namespace, workload.configmap))
@@ -175,19 +223,19 @@ class Agent:
             await worker.sync(workload, self._pods(key), cm, last_ready=self._last_ready.get(key))
         finally:
             if worker.status != before:
-                _count(before, -1)
-                _count(worker.status, +1)
-        if worker.status == STATUS_INVALID and self._requeue_after is not None:
+                self._count(before, -1)
+                self._count(worker.status, +1)
+        if worker.status == STATUS_INVALID:
             # What blocks it (a foreign ConfigMap, another job's) may go away
             # without an event this controller watches: look again later.
-            self._requeue_after(key, RECHECK_INVALID_SECONDS)
+            return Result.after(RECHECK_INVALID_SECONDS)
+        return DONE
 
     def status(self, key: JobKey) -> WorkerStatus | None:
         """The spec status last settled for ``key`` (for health and tests)."""
         worker = self._workers.get(key)
         return worker.status if worker else None
 
-
-def _count(status: WorkerStatus, delta: int) -> None:
-    if status:
-        metrics.JOBS.labels(status).inc(delta)
+    def _count(self, status: WorkerStatus, delta: int) -> None:
+        if status:
+            self.metrics.jobs.labels(status).inc(delta)

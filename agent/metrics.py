@@ -1,65 +1,83 @@
-"""The agent's own Prometheus metrics (``ringcontroller_*``).
+"""The agent's own Prometheus metrics (``ringcontroller_*``), as one group per registry.
 
-Created unregistered (``registry=None``): the daemon registers ``ALL`` in the
-registry it serves, and tests may read them directly.
+Same idiom as :mod:`ringcontroller.metrics`: :class:`AgentMetrics` creates
+its collectors on the ``CollectorRegistry`` it is given, nothing is
+registered at import. The daemon passes the group registered on the registry
+it serves (``ringcontroller.metrics.agent_metrics(REGISTRY)``); a component
+built without one gets a group on a private registry, so tests read values
+that start at zero and never share them.
 """
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from agent.decide import JOB_STATUSES
 
-CONFIGMAP_WRITES = Counter(
-    "ringcontroller_configmap_writes_total",
-    "ConfigMap writes by verb and result (ok, conflict, not_found, error).",
-    ["verb", "result"],
-    registry=None,
-)
-POD_TOUCHES = Counter(
-    "ringcontroller_pod_touches_total",
-    "Member pods annotated with the epoch of their completed spec (so the kubelet refreshes the mounted "
-    "ConfigMap at once), by result (ok, gone, forbidden, error).",
-    ["result"],
-    registry=None,
-)
-INVALID_INPUTS = Counter(
-    "ringcontroller_invalid_inputs_total",
-    "Bad inputs found on workloads, pods and ConfigMaps, by reason.",
-    ["reason"],
-    registry=None,
-)
-JOBS = Gauge(
-    "ringcontroller_jobs",
-    "Jobs tracked, by the status of their spec (initializing, completed, invalid).",
-    ["status"],
-    registry=None,
-)
-#: Every ``status`` of :data:`JOBS`, exported from the start at 0 (as
-#: controller-runtime does for its result labels): a status no job has reached
-#: yet is a 0, not a missing series, so ``ringcontroller_jobs{status="invalid"}``
-#: exists on every replica and the alert on it and the dashboard read a value.
-for _status in JOB_STATUSES:
-    JOBS.labels(_status)
-SPEC_LATENCY = Histogram(
-    "ringcontroller_spec_latency_seconds",
-    "Time from the last member seen ready to the completed spec written.",
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-    registry=None,
-)
-EVENTS = Counter(
-    "ringcontroller_events_total",
-    "Kubernetes Events emitted, by type and reason.",
-    ["type", "reason"],
-    registry=None,
-)
-EVENTS_DROPPED = Counter(
-    "ringcontroller_events_dropped_total",
-    "Kubernetes Events not sent, by cause: duplicate (same object, reason and message within 10 min) "
-    "or rate_limited (over the per-object burst).",
-    ["cause"],
-    registry=None,
-)
+__all__ = ["SPEC_LATENCY_BUCKETS", "AgentMetrics", "private"]
 
-#: Every collector above, for the daemon to register.
-ALL = (CONFIGMAP_WRITES, POD_TOUCHES, INVALID_INPUTS, JOBS, SPEC_LATENCY, EVENTS, EVENTS_DROPPED)
+SPEC_LATENCY_BUCKETS: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class AgentMetrics:
+    """The write path's, the jobs' and the Events' metrics, registered on ``registry``.
+
+    Every ``status`` of ``ringcontroller_jobs`` (:data:`agent.decide.JOB_STATUSES`)
+    exists from the start at 0 (as controller-runtime does for its result
+    labels): a status no job has reached yet is a 0, not a missing series, so
+    ``ringcontroller_jobs{status="invalid"}`` exists on every replica and the
+    alert on it and the dashboard read a value.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.configmap_writes = Counter(
+            "ringcontroller_configmap_writes_total",
+            "ConfigMap writes by verb and result (ok, conflict, not_found, error).",
+            ["verb", "result"],
+            registry=registry,
+        )
+        self.pod_touches = Counter(
+            "ringcontroller_pod_touches_total",
+            "Member pods annotated with the epoch of their completed spec (so the kubelet refreshes the mounted "
+            "ConfigMap at once), by result (ok, gone, forbidden, error).",
+            ["result"],
+            registry=registry,
+        )
+        self.invalid_inputs = Counter(
+            "ringcontroller_invalid_inputs_total",
+            "Bad inputs found on workloads, pods and ConfigMaps, by reason.",
+            ["reason"],
+            registry=registry,
+        )
+        self.jobs = Gauge(
+            "ringcontroller_jobs",
+            "Jobs tracked, by the status of their spec (initializing, completed, invalid).",
+            ["status"],
+            registry=registry,
+        )
+        for status in JOB_STATUSES:
+            self.jobs.labels(status)
+        self.spec_latency = Histogram(
+            "ringcontroller_spec_latency_seconds",
+            "Time from the last member seen ready to the completed spec written.",
+            buckets=SPEC_LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.events = Counter(
+            "ringcontroller_events_total",
+            "Kubernetes Events emitted, by type and reason.",
+            ["type", "reason"],
+            registry=registry,
+        )
+        self.events_dropped = Counter(
+            "ringcontroller_events_dropped_total",
+            "Kubernetes Events not sent, by cause: duplicate (same object, reason and message within 10 min) "
+            "or rate_limited (over the per-object burst).",
+            ["cause"],
+            registry=registry,
+        )
+
+
+def private() -> AgentMetrics:
+    """A group on a registry of its own (the default of a component built without one)."""
+    return AgentMetrics(CollectorRegistry())

@@ -36,9 +36,9 @@ from typing import Final, Literal
 
 import structlog
 
-from agent import metrics
 from agent.api import ApiError, Conflict, KubeAPI, NotFound
 from agent.decide import STATUS_INVALID, Decision, JobStatus, Problem, blocked, decide
+from agent.metrics import AgentMetrics, private
 from model.configmap import configmap_body, configmap_record
 from model.keys import EPOCH_ANNOTATION
 from model.records import ConfigMapRecord, PodRecord, WorkloadRecord
@@ -99,8 +99,17 @@ def _check_owner(workload: WorkloadRecord, cm: ConfigMapRecord | None) -> None:
 class JobWorker:
     """The per-job state and the write path. See the module doc for the protocol."""
 
-    def __init__(self, *, api: KubeAPI, hccl_version: str = DEFAULT_CHOICE, touch_pods: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        api: KubeAPI,
+        hccl_version: str = DEFAULT_CHOICE,
+        touch_pods: bool = True,
+        metrics: AgentMetrics | None = None,
+    ) -> None:
         self._api = api
+        #: Where this worker counts (default: a private registry).
+        self.metrics = metrics if metrics is not None else private()
         self._hccl_version = hccl_version
         self._touch_pods = touch_pods
         self._touch_forbidden: int | None = None  # epoch whose touches got 403
@@ -144,7 +153,7 @@ class JobWorker:
                 try:
                     self.written = await self._write(workload, decision, base)
                 except Conflict:
-                    metrics.CONFIGMAP_WRITES.labels("update" if base else "create", "conflict").inc()
+                    self.metrics.configmap_writes.labels("update" if base else "create", "conflict").inc()
                     base = await self._fetch(workload)
                     continue
                 bound.info(
@@ -203,9 +212,9 @@ class JobWorker:
         if base is not None:
             try:
                 raw = await self._api.replace_configmap(workload.namespace, workload.configmap, body)
-                metrics.CONFIGMAP_WRITES.labels("update", "ok").inc()
+                self.metrics.configmap_writes.labels("update", "ok").inc()
             except NotFound:
-                metrics.CONFIGMAP_WRITES.labels("update", "not_found").inc()
+                self.metrics.configmap_writes.labels("update", "not_found").inc()
                 del body["metadata"]["resourceVersion"]
                 raw = await self._create(workload, body)
         else:
@@ -221,7 +230,7 @@ class JobWorker:
 
     async def _create(self, workload: WorkloadRecord, body: dict[str, object]) -> dict[str, object]:
         raw = await self._api.create_configmap(workload.namespace, body)  # Conflict: name taken
-        metrics.CONFIGMAP_WRITES.labels("create", "ok").inc()
+        self.metrics.configmap_writes.labels("create", "ok").inc()
         return raw
 
     async def _settled(
@@ -244,7 +253,7 @@ class JobWorker:
         if not wrote:
             return  # found completed (e.g. after a restart): already announced
         if last_ready is not None:
-            metrics.SPEC_LATENCY.observe(max(0.0, time.monotonic() - last_ready))
+            self.metrics.spec_latency.observe(max(0.0, time.monotonic() - last_ready))
         bound.info("ranktable.completed", epoch=spec.epoch, members=len(spec.members))
         await self._event(
             workload,
@@ -294,7 +303,7 @@ class JobWorker:
         results = await asyncio.gather(*(touch(p) for p in stale), return_exceptions=True)
         failed = [r for r in results if isinstance(r, BaseException)]
         for result in results:
-            metrics.POD_TOUCHES.labels(result if isinstance(result, str) else "error").inc()
+            self.metrics.pod_touches.labels(result if isinstance(result, str) else "error").inc()
         if "forbidden" in results:
             self._touch_forbidden = spec.epoch
             bound.warning(
@@ -315,7 +324,7 @@ class JobWorker:
             if key in self._reported:
                 continue
             self._reported.add(key)
-            metrics.INVALID_INPUTS.labels(problem.reason).inc()
+            self.metrics.invalid_inputs.labels(problem.reason).inc()
             bound.warning("input.invalid", reason=problem.reason, message=problem.message)
             await self._event(workload, "Warning", _event_reason(problem.reason), problem.message)
 

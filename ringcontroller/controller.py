@@ -13,14 +13,16 @@ Their handlers go to :class:`agent.Agent`, which only enqueues job keys
 (and only once workers run: a standby's queue stays empty).
 ``workers`` tasks take keys from the queue and call ``Agent.sync``, following
 the queue's protocol (``forget`` on success, ``add_rate_limited`` on failure,
-``done`` always). Workers start only after every cache has synced, so the
+``done`` always) and the :class:`agent.agent.Result` it returns (``add_after``
+when it asks to look again later). Workers start only after every cache has synced, so the
 first syncs see complete state, and (with leader election) only while this
 process leads; a standby keeps its caches warm.
 
 Each sync is one controller-runtime "reconcile": counted in
-``controller_runtime_reconcile_total{controller,result}`` (``success`` or
-``error``; a failed sync is retried with backoff, which controller-runtime
-also counts as ``error``), timed in ``controller_runtime_reconcile_time_seconds``,
+``controller_runtime_reconcile_total{controller,result}`` (``success``,
+``requeue_after`` for a result that asks to look again later, or ``error``;
+a failed sync is retried with backoff, which controller-runtime also counts
+as ``error``), timed in ``controller_runtime_reconcile_time_seconds``,
 with ``controller_runtime_active_workers`` the syncs running now. After each
 sync the controller notes whether the job still waits for a completed spec;
 ``ringcontroller_oldest_incomplete_spec_seconds`` is the longest such wait
@@ -58,7 +60,7 @@ from model.serving import serving_workload
 from ranktable.backoff import Backoff
 from ranktable.clusterspec import STATUS_COMPLETED
 from ringcontroller import kube
-from ringcontroller.metrics import REGISTRY, reconcile_metrics, spec_metrics
+from ringcontroller.metrics import REGISTRY, agent_metrics, reconcile_metrics, spec_metrics
 from ringcontroller.options import Options
 from ringcontroller.reflector import Reflector
 from ringcontroller.resource import CONFIGMAPS, PODS, RUNTIMES, of_kind
@@ -134,9 +136,9 @@ class Controller:
             # A job key is <kind>/<namespace>/<name>; its pods are in its namespace.
             pods=lambda key: self.pods.by_index("job", key, namespace=key.split("/")[1]),
             configmap=self.configmaps.get,
-            requeue_after=self._requeue_after,
             hccl_version=options.ranktable_version,
             touch_pods=options.touch_pods,
+            metrics=agent_metrics(REGISTRY),
         )
         self._informers: list[asyncio.Task[None]] = []
         self._workers: list[asyncio.Task[None]] = []
@@ -146,6 +148,7 @@ class Controller:
         reconcile = reconcile_metrics(REGISTRY)
         reconcile.init(QUEUE_NAME, max_concurrent=options.workers)
         self._m_success = reconcile.total.labels(QUEUE_NAME, "success")
+        self._m_requeue_after = reconcile.total.labels(QUEUE_NAME, "requeue_after")
         self._m_error = reconcile.total.labels(QUEUE_NAME, "error")
         self._m_errors = reconcile.errors.labels(QUEUE_NAME)
         self._m_time = reconcile.time.labels(QUEUE_NAME)
@@ -186,10 +189,6 @@ class Controller:
         for record in trainjobs.list() if trainjobs else ():
             if record.runtime_ref is not None:
                 self._enqueue(record.key)
-
-    def _requeue_after(self, key: JobKey, delay: float) -> None:
-        if self._working:
-            self.queue.add_after(key, delay)
 
     def _workload(self, key: JobKey) -> WorkloadRecord | None:
         # Which workload serves the key is model's rule; the caches are ours.
@@ -285,7 +284,7 @@ class Controller:
             self._m_active.inc()
             try:
                 with structlog.contextvars.bound_contextvars(job=key):
-                    await self.agent.sync(key)
+                    result = await self.agent.sync(key)
             except Exception as e:  # noqa: BLE001 - any failure is retried with backoff
                 self._m_error.inc()
                 self._m_errors.inc()
@@ -293,8 +292,12 @@ class Controller:
                 log.warning("sync.failed", job=key, error=str(e), error_type=type(e).__name__, retries=retries)
                 self.queue.add_rate_limited(key)
             else:
-                self._m_success.inc()
                 self.queue.forget(key)
+                if result.requeue_after is None:
+                    self._m_success.inc()
+                else:
+                    self._m_requeue_after.inc()
+                    self.queue.add_after(key, result.requeue_after)
             finally:
                 self._m_active.dec()
                 self._m_time.observe(time.monotonic() - started)

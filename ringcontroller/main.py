@@ -34,7 +34,6 @@ import structlog
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
 
-from agent import metrics as agent_metrics
 from ringcontroller import logs, probes
 from ringcontroller.controller import Controller
 from ringcontroller.leader import LeaderElector, default_identity, default_namespace
@@ -42,9 +41,6 @@ from ringcontroller.metrics import REGISTRY
 from ringcontroller.options import VERSION, Options, parse
 
 log = structlog.get_logger()
-
-for _collector in agent_metrics.ALL:
-    REGISTRY.register(_collector)
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -29,6 +29,8 @@ from prometheus_client import (
     ProcessCollector,
 )
 
+from agent.metrics import AgentMetrics
+
 __all__ = [
     "RECONCILE_RESULTS",
     "RECONCILE_TIME_BUCKETS",
@@ -36,9 +38,11 @@ __all__ = [
     "WORKQUEUE_DURATION_BUCKETS",
     "ClientMetrics",
     "LeaderMetrics",
+    "AgentMetrics",
     "ReconcileMetrics",
     "SpecMetrics",
     "WorkqueueMetrics",
+    "agent_metrics",
     "client_metrics",
     "leader_metrics",
     "reconcile_metrics",
@@ -286,6 +290,10 @@ leader_metrics = _per_registry(LeaderMetrics)
 """``leader_metrics(registry=None)``: the leader-election gauge on ``registry``
 (default ``REGISTRY``), created on first use (so it is absent without
 leader election)."""
+
+agent_metrics = _per_registry(AgentMetrics)
+"""``agent_metrics(registry=None)``: the agent's metrics (:class:`agent.metrics.AgentMetrics`)
+on ``registry`` (default ``REGISTRY``), created on first use."""
 
 spec_metrics = _per_registry(SpecMetrics)
 """``spec_metrics(registry=None)``: the spec-age gauge on ``registry``

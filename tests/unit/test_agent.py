@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
-from agent import metrics
-from agent.agent import RECHECK_INVALID_SECONDS, Agent
+from agent.agent import DONE, RECHECK_INVALID_SECONDS, Agent, Result
 from model.configmap import configmap_body, configmap_record
 from model.pod import pod_record
 from model.records import ConfigMapRecord, JobKey, ObjectKey, PodRecord, WorkloadRecord
@@ -35,7 +35,6 @@ class Caches:
         self.workloads: dict[JobKey, WorkloadRecord] = {}
         self.pods: dict[JobKey, list[PodRecord]] = {}
         self.enqueued: list[JobKey] = []
-        self.later: list[tuple[JobKey, float]] = []
 
     def configmap(self, key: ObjectKey) -> ConfigMapRecord | None:
         namespace, name = key.split("/", 1)
@@ -50,7 +49,6 @@ class Caches:
             workload=self.workloads.get,
             pods=lambda key: self.pods.get(key, []),
             configmap=self.configmap,
-            requeue_after=lambda key, delay: self.later.append((key, delay)),
         )
 
 
@@ -67,8 +65,8 @@ def _running(raw: Json, n: int) -> list[PodRecord]:
     ]
 
 
-def jobs(status: str) -> float:
-    return value(metrics.JOBS, status=status)
+def jobs(agent: Agent, status: str) -> float:
+    return value(agent.metrics.jobs, status=status)
 
 
 async def test_a_deleted_workloads_worker_is_forgotten_and_its_gauge_decremented() -> None:
@@ -76,15 +74,15 @@ async def test_a_deleted_workloads_worker_is_forgotten_and_its_gauge_decremented
     agent = caches.agent()
     raw, wl = _job("gone")
     caches.workloads[wl.key], caches.pods[wl.key] = wl, _running(raw, 2)
-    before = jobs("completed")
+    before = jobs(agent, "completed")
     await agent.sync(wl.key)
-    assert agent.status(wl.key) == "completed" and jobs("completed") == before + 1
+    assert agent.status(wl.key) == "completed" and jobs(agent, "completed") == before + 1
     del caches.workloads[wl.key]
-    await agent.sync(wl.key)
+    assert await agent.sync(wl.key) is DONE
     assert agent.status(wl.key) is None
-    assert jobs("completed") == before
+    assert jobs(agent, "completed") == before
     await agent.sync(wl.key)  # a second delete event: nothing left to count down
-    assert jobs("completed") == before
+    assert jobs(agent, "completed") == before
 
 
 async def test_the_gauge_moves_with_the_status() -> None:
@@ -92,12 +90,12 @@ async def test_the_gauge_moves_with_the_status() -> None:
     agent = caches.agent()
     raw, wl = _job("moving")
     caches.workloads[wl.key] = wl
-    init, done = jobs("initializing"), jobs("completed")
+    init, done = jobs(agent, "initializing"), jobs(agent, "completed")
     await agent.sync(wl.key)
-    assert (jobs("initializing"), jobs("completed")) == (init + 1, done)
+    assert (jobs(agent, "initializing"), jobs(agent, "completed")) == (init + 1, done)
     caches.pods[wl.key] = _running(raw, 2)
     await agent.sync(wl.key)
-    assert (jobs("initializing"), jobs("completed")) == (init, done + 1)
+    assert (jobs(agent, "initializing"), jobs(agent, "completed")) == (init, done + 1)
 
 
 async def test_an_invalid_job_is_looked_at_again_after_a_minute() -> None:
@@ -107,14 +105,13 @@ async def test_an_invalid_job_is_looked_at_again_after_a_minute() -> None:
     raw, wl = _job("blocked")
     api.put("ns", {"metadata": {"name": wl.configmap, "namespace": "ns"}, "data": {"x": "y"}})  # foreign
     caches.workloads[wl.key], caches.pods[wl.key] = wl, _running(raw, 2)
-    await agent.sync(wl.key)
+    result = await agent.sync(wl.key)
     assert agent.status(wl.key) == "invalid"
-    assert caches.later == [(wl.key, RECHECK_INVALID_SECONDS)] and RECHECK_INVALID_SECONDS == 60.0
+    assert result == Result(requeue_after=60.0) == Result.after(RECHECK_INVALID_SECONDS) and not result.done
     # The owner deletes its ConfigMap (no event this controller watches): the recheck completes it.
     del api.cms[("ns", wl.configmap)]
-    await agent.sync(wl.key)
+    assert await agent.sync(wl.key) is DONE  # a valid job is not rechecked
     assert agent.status(wl.key) == "completed"
-    assert caches.later == [(wl.key, RECHECK_INVALID_SECONDS)]  # a valid job is not rechecked
 
 
 async def test_a_valid_job_asks_for_no_recheck() -> None:
@@ -122,10 +119,10 @@ async def test_a_valid_job_asks_for_no_recheck() -> None:
     agent = caches.agent()
     raw, wl = _job("fine")
     caches.workloads[wl.key] = wl
-    await agent.sync(wl.key)
+    assert await agent.sync(wl.key) is DONE  # initializing: the pods' events bring it back
     caches.pods[wl.key] = _running(raw, 2)
-    await agent.sync(wl.key)
-    assert caches.later == []
+    assert await agent.sync(wl.key) is DONE
+    assert agent.status(wl.key) == "completed"
 
 
 @pytest.mark.parametrize(
@@ -169,3 +166,29 @@ def test_configmap_events_enqueue_their_job() -> None:
     agent.on_configmap(None, record)
     agent.on_configmap(record, record)  # a resync: no change, no work
     assert caches.enqueued == [wl.key]
+
+
+@pytest.mark.parametrize("seconds", [0.0, -1.0, float("nan")], ids=["zero", "negative", "nan"])
+def test_a_requeue_needs_a_positive_delay(seconds: float) -> None:
+    with pytest.raises(ValueError, match="requeue_after must be positive"):
+        Result.after(seconds)
+
+
+def test_done_is_the_default_result() -> None:
+    assert DONE == Result() and DONE.done and DONE.requeue_after is None
+    assert Result.after(0.5).requeue_after == 0.5 and not Result.after(0.5).done
+
+
+def test_each_agent_counts_on_its_own_registry_and_nothing_is_registered_at_import() -> None:
+    from prometheus_client import REGISTRY as DEFAULT
+
+    from agent.metrics import AgentMetrics
+
+    a, b = Caches(MemoryAPI()).agent(), Caches(MemoryAPI()).agent()
+    a.metrics.jobs.labels("completed").inc()
+    assert (jobs(a, "completed"), jobs(b, "completed")) == (1.0, 0.0)
+    assert a.events.metrics is a.metrics  # the agent's Events count where the agent does
+    assert DEFAULT.get_sample_value("ringcontroller_jobs", {"status": "completed"}) is None
+    registry = CollectorRegistry()
+    AgentMetrics(registry)
+    assert registry.get_sample_value("ringcontroller_jobs", {"status": "invalid"}) == 0.0

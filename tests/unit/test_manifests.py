@@ -18,7 +18,8 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from agent import metrics as agent_metrics
+from agent.decide import JOB_STATUSES
+from agent.metrics import AgentMetrics
 from model.keys import EPOCH_ANNOTATION
 from model.kinds import KINDS
 from ringcontroller.metrics import (
@@ -213,10 +214,8 @@ class TestRbac:
 def exported_names() -> set[str]:
     """Every sample name the daemon can export (counters with _total, histograms with their series)."""
     registry = CollectorRegistry()
-    for group in (WorkqueueMetrics, ClientMetrics, ReconcileMetrics, LeaderMetrics, SpecMetrics):
+    for group in (WorkqueueMetrics, ClientMetrics, ReconcileMetrics, LeaderMetrics, SpecMetrics, AgentMetrics):
         group(registry)
-    for collector in agent_metrics.ALL:
-        registry.register(collector)
     names: set[str] = set()
     for family in registry.collect():
         if family.type == "counter":
@@ -251,9 +250,9 @@ def test_alerts_and_dashboard_use_only_exported_metrics(deployment: Json) -> Non
 def test_every_job_status_the_alerts_read_is_exported_before_any_job_has_it() -> None:
     """``ringcontroller_jobs{status="invalid"}`` must exist at 0 on a healthy replica, not appear on the first one."""
     registry = CollectorRegistry()
-    registry.register(agent_metrics.JOBS)
-    statuses = {s.labels["status"] for family in registry.collect() for s in family.samples}
-    assert statuses == set(agent_metrics.JOB_STATUSES) == {"initializing", "completed", "invalid"}
+    AgentMetrics(registry)
+    statuses = {s.labels["status"] for s in registry.collect() if s.name == "ringcontroller_jobs" for s in s.samples}
+    assert statuses == set(JOB_STATUSES) == {"initializing", "completed", "invalid"}
 
 
 def test_pod_monitor_scrapes_the_deployments_metrics_port(deployment: Json, container: Json) -> None:

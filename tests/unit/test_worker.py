@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from agent import metrics
 from agent.api import ApiError, Conflict, NotFound
 from agent.worker import MAX_CONFLICTS, JobWorker
 from model.pod import pod_record
@@ -258,9 +257,9 @@ async def test_forbidden_touch_is_counted_once_and_not_retried_for_that_epoch() 
     raw, wl = _job(2)
     pods = _pods(raw, 2)
     api.pod_error = {p.name: ApiError(403, "Forbidden", "forbidden") for p in pods}
-    forbidden = metrics.POD_TOUCHES.labels("forbidden")
-    before = forbidden._value.get()
     w = JobWorker(api=api)
+    forbidden = w.metrics.pod_touches.labels("forbidden")
+    before = forbidden._value.get()
     decision = await w.sync(wl, pods, None)  # does not raise: the spec is written, delivery falls back
     assert decision.spec.status == "completed" and _spec(api)["status"] == "completed"
     assert forbidden._value.get() - before == 2
@@ -291,11 +290,11 @@ async def test_replace_of_a_configmap_deleted_under_us_falls_back_to_create() ->
     await w.sync(wl, [], None)
     stale = api.record("ns", "rings-config-j")  # the informer still shows it ...
     del api.cms[("ns", "rings-config-j")]  # ... but it is gone from the server
-    before = value(metrics.CONFIGMAP_WRITES, verb="update", result="not_found")
+    before = value(w.metrics.configmap_writes, verb="update", result="not_found")
     await w.sync(wl, _pods(raw, 2), stale)
     assert api.calls == ["create", "update", "create"]
     assert _spec(api)["status"] == "completed" and w.status == "completed"
-    assert value(metrics.CONFIGMAP_WRITES, verb="update", result="not_found") == before + 1
+    assert value(w.metrics.configmap_writes, verb="update", result="not_found") == before + 1
     assert w.written is not None and w.written.uid == api.cms[("ns", "rings-config-j")]["metadata"]["uid"]
 
 
