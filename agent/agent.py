@@ -155,10 +155,12 @@ class Agent:
         configmap: Callable[[ObjectKey], ConfigMapRecord | None],
         hccl_version: str = DEFAULT_CHOICE,
         touch_pods: bool = True,
+        self_register: bool = False,
         metrics: AgentMetrics | None = None,
     ) -> None:
         self._api = api
         self._touch_pods = touch_pods
+        self._self_register = self_register
         #: Where the agent, its workers and its Events count (default: a private registry).
         self.metrics = metrics if metrics is not None else private()
         self.events = BackgroundEvents(api, metrics=self.metrics)
@@ -186,7 +188,7 @@ class Agent:
             return
         for record in {r.job for r in (old, new) if r is not None and r.job is not None}:
             self._enqueue(record)
-        if new is not None and new.job is not None and new.ready and not (old and old.ready):
+        if new is not None and new.job is not None and _up(new) and not (old and _up(old)):
             self._last_ready[new.job] = time.monotonic()
 
     def on_configmap(self, old: ConfigMapRecord | None, new: ConfigMapRecord | None) -> None:
@@ -215,7 +217,11 @@ class Agent:
         worker = self._workers.get(key)
         if worker is None:
             worker = self._workers[key] = JobWorker(
-                api=self.events, hccl_version=self._hccl_version, touch_pods=self._touch_pods, metrics=self.metrics
+                api=self.events,
+                hccl_version=self._hccl_version,
+                touch_pods=self._touch_pods,
+                self_register=self._self_register,
+                metrics=self.metrics,
             )
         before = worker.status
         cm = self._configmap(object_key(workload.namespace, workload.configmap))
@@ -239,3 +245,8 @@ class Agent:
     def _count(self, status: WorkerStatus, delta: int) -> None:
         if status:
             self.metrics.jobs.labels(status).inc(delta)
+
+
+def _up(pod: PodRecord) -> bool:
+    """Running with an IP, or registered by its launcher (for the latency metric, whichever came first)."""
+    return pod.ready or pod.registered

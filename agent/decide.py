@@ -9,7 +9,9 @@ unit-tested without a cluster:
   time, then name: a replacement pod takes the last rank.
 - A pod fills a slot only if it belongs to the workload's current incarnation
   (owner uid) and version; pods of older job versions are ignored.
-- A member counts when its pod is Running with an IP, its port and slots are valid and,
+- A member counts when its pod is Running with an IP (or, in a job opted into
+  self-registration, when its launcher registered itself on the pod: see
+  :attr:`model.records.PodRecord.registered`), its port and slots are valid and,
   where devices are wanted, it carries a valid device annotation.
 - The spec is ``completed`` only when every slot holds a counting member; it
   then lists all members. Until then it is ``initializing`` and lists none, so
@@ -308,6 +310,16 @@ def _device_problem(pod: PodRecord, reason: str, message: str) -> Problem:
     return Problem(f"device_{reason.removeprefix('device_')}", f"pod {pod.name}: invalid device annotation: {message}")
 
 
+def registering(workload: WorkloadRecord, flag: bool) -> bool:
+    """Whether registered members count for ``workload``: its own annotation, else the controller's flag."""
+    return flag if workload.self_register is None else workload.self_register
+
+
+def _up(pod: PodRecord, registered: bool) -> bool:
+    """The member is up: Running with an IP or, where the job counts them, registered by its launcher."""
+    return pod.ready or (registered and pod.registered)
+
+
 def _unready(pod: PodRecord) -> tuple[SlotState, str]:
     """Why a pod is not :attr:`~model.records.PodRecord.ready`, as a state and a detail."""
     if pod.deleting:
@@ -323,6 +335,7 @@ def explain(
     *,
     previous: ClusterSpec | None,
     hccl_version: str = DEFAULT_CHOICE,
+    self_register: bool = False,
 ) -> Explanation:
     """:func:`decide`'s decision with its reasons per slot, for people (``kubectl ring describe``).
 
@@ -333,6 +346,7 @@ def explain(
     pods = list(pods)
     version = table_version(workload, hccl_version)
     task_devices = {t.name: t.wants_devices for t in workload.tasks}
+    registered = registering(workload, self_register)
     slots: list[Slot] = []
     placed: set[int] = set()
     for rank, (task, index, pod) in enumerate(_slots(workload, pods)):
@@ -340,7 +354,7 @@ def explain(
             slots.append(Slot(rank, task, index, None, "missing", "no pod for this slot"))
             continue
         placed.add(id(pod))
-        if not pod.ready:
+        if not _up(pod, registered):
             state, detail = _unready(pod)
         else:
             state, problem, _ = _check(pod, devices=task_devices.get(task, False), version=version)
@@ -349,7 +363,7 @@ def explain(
         devices = parsed if isinstance(parsed, DeviceAnnotation) else None
         slots.append(Slot(rank, task, index, pod, state, detail, devices))
     ignored = tuple(Ignored(p, _why_ignored(workload, p)) for p in pods if id(p) not in placed)
-    decision = decide(workload, pods, previous=previous, hccl_version=hccl_version)
+    decision = decide(workload, pods, previous=previous, hccl_version=hccl_version, self_register=self_register)
     return Explanation(decision=decision, slots=tuple(slots), ignored=ignored)
 
 
@@ -387,13 +401,16 @@ def decide(
     previous: ClusterSpec | None,
     hccl_version: str = DEFAULT_CHOICE,
     size_limit: int = CONFIGMAP_DATA_LIMIT,
+    self_register: bool = False,
 ) -> Decision:
     """The spec and files for ``workload`` given its pods and the last written spec.
 
     ``previous`` is the spec currently in the ConfigMap (None if there is
     none); it only feeds the epoch. The caller writes ``data`` if it differs
     from what the ConfigMap holds. ``hccl_version`` is ``--ranktable-version``
-    (one of :data:`ranktable.hccl.CHOICES`).
+    (one of :data:`ranktable.hccl.CHOICES`). ``self_register`` is
+    ``--self-registration``: registered members count (a job's own annotation
+    overrides it, see :func:`registering`).
 
     Cost: one pass over the pods and one over the slots; members are built
     (and the files rendered with them) only when the spec completes, and
@@ -413,9 +430,14 @@ def decide(
             invalid = invalid or f"label {SCALE_OUT_TYPE_LABEL}: {e}"
     if invalid:
         problems.append(Problem("invalid_workload", f"{workload.kind} {workload.name}: {invalid}"))
+    registered = registering(workload, self_register)
     counting: list[Counting] = []
     for rank, (task, index, pod) in enumerate(_slots(workload, pods)):
-        if pod is None or not pod.ready:
+        if pod is None:
+            continue
+        if registered and pod.registration_error is not None and not pod.ready:
+            problems.append(Problem("invalid_registration", f"pod {pod.name}: {pod.registration_error}"))
+        if not _up(pod, registered):
             continue
         state, problem, annotation = _check(pod, devices=task_devices.get(task, False), version=version)
         if problem is not None:
@@ -524,7 +546,7 @@ def _member(
         index=index,
         pod=pod.name,
         uid=pod.uid,
-        ip=pod.ip,
+        ip=pod.address,
         port=pod.port,
         node=pod.node,
         host=(annotation.server_id or pod.host_ip) if annotation is not None else pod.host_ip,

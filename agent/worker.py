@@ -105,9 +105,11 @@ class JobWorker:
         api: KubeAPI,
         hccl_version: str = DEFAULT_CHOICE,
         touch_pods: bool = True,
+        self_register: bool = False,
         metrics: AgentMetrics | None = None,
     ) -> None:
         self._api = api
+        self._self_register = self_register
         #: Where this worker counts (default: a private registry).
         self.metrics = metrics if metrics is not None else private()
         self._hccl_version = hccl_version
@@ -140,7 +142,13 @@ class JobWorker:
         try:
             base = await self._base(workload, cm)
             for _ in range(MAX_CONFLICTS):
-                decision = decide(workload, pods, previous=base.spec if base else None, hccl_version=self._hccl_version)
+                decision = decide(
+                    workload,
+                    pods,
+                    previous=base.spec if base else None,
+                    hccl_version=self._hccl_version,
+                    self_register=self._self_register,
+                )
                 await self._report(workload, decision.problems, bound.bind(epoch=decision.spec.epoch))
                 if decision.data is None:
                     self.status = decision.status
@@ -170,7 +178,9 @@ class JobWorker:
             self.status = STATUS_INVALID
             self.written = None
             await self._report(workload, (Problem(e.reason, str(e)),), bound)
-            return decide(workload, pods, previous=None, hccl_version=self._hccl_version)
+            return decide(
+                workload, pods, previous=None, hccl_version=self._hccl_version, self_register=self._self_register
+            )
         raise RuntimeError(f"ConfigMap {workload.configmap}: still conflicting after {MAX_CONFLICTS} attempts")
 
     async def _base(self, workload: WorkloadRecord, cm: ConfigMapRecord | None) -> Written | None:

@@ -48,6 +48,16 @@ CONFIGMAP_DATA_LIMIT: Final = 1024 * 1024
 #: minute). The only pod field the controller writes (``--touch-pods``).
 EPOCH_ANNOTATION: Final = "ring-controller.io/epoch"
 
+# Self-registration (opt-in) ---------------------------------------------------
+
+#: Annotation a launcher sets on its own pod when it starts (see
+#: :mod:`ranktable.registration`); defined beside the spec's names, which the
+#: launcher shares.
+REGISTERED_ANNOTATION: Final = clusterspec.REGISTERED_ANNOTATION
+#: Workload annotation opting a job in (``"true"``) or out (``"false"``) of
+#: counting registered members, whatever ``--self-registration`` says.
+SELF_REGISTER_ANNOTATION: Final = "ring-controller.io/self-register"
+
 # Member ports ---------------------------------------------------------------
 
 #: Container port names, first found wins (ours, then TFJob's).

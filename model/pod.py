@@ -21,11 +21,13 @@ from model.keys import (
     EPOCH_ANNOTATION,
     HARDWARE_TYPE_ANNOTATION,
     RANK_INDEX_ANNOTATION,
+    REGISTERED_ANNOTATION,
     SUPER_POD_RANK_ANNOTATION,
 )
 from model.kinds import identify_pod
 from model.records import JobKey, PodRecord, PodUID
 from model.template import member_port, member_slots, wants_devices
+from ranktable.registration import parse_registration
 
 Json = dict[str, Any]
 
@@ -39,6 +41,13 @@ def pod_record(raw: Json, *, default_port: int = DEFAULT_PORT) -> PodRecord:
     identity = identify_pod(meta)
     port, port_error = member_port(spec, annotations, default=default_port)
     slots, slots_error = member_slots(spec, annotations)
+    registered_ip, registration_error = "", None
+    try:
+        registration = parse_registration(annotations.get(REGISTERED_ANNOTATION))
+    except ValueError as e:
+        registration_error = str(e)
+    else:
+        registered_ip = registration.ip if registration is not None else ""
     return PodRecord(
         namespace=intern(str(meta.get("namespace", ""))),
         name=str(meta.get("name", "")),
@@ -65,4 +74,6 @@ def pod_record(raw: Json, *, default_port: int = DEFAULT_PORT) -> PodRecord:
         rank_index=annotations.get(RANK_INDEX_ANNOTATION),
         hardware=annotations.get(HARDWARE_TYPE_ANNOTATION),
         super_pod_rank=annotations.get(SUPER_POD_RANK_ANNOTATION),
+        registered_ip=registered_ip,
+        registration_error=registration_error,
     )

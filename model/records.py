@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, NewType
 
 from model.ascend import AscendJob, ascend_job
-from model.keys import CONFIGMAP_PREFIX
+from model.keys import CONFIGMAP_PREFIX, SELF_REGISTER_ANNOTATION
 from ranktable.clusterspec import JobRef
 
 #: ``<kind-short>/<namespace>/<name>``, e.g. ``vcjob/default/mnist``: the unit
@@ -117,6 +117,9 @@ class WorkloadRecord:
     owns_pods: bool = True
     served: bool = True
     ascend: AscendJob = AscendJob()
+    #: The job's own choice on self-registration (annotation
+    #: :data:`model.keys.SELF_REGISTER_ANNOTATION`), None: the controller's flag decides.
+    self_register: bool | None = None
 
     @property
     def expected(self) -> int:
@@ -201,6 +204,10 @@ class PodRecord:
     rank_index: str | None = None
     hardware: str | None = None
     super_pod_rank: str | None = None
+    #: The IP its launcher registered (:data:`model.keys.REGISTERED_ANNOTATION`), "" when none.
+    registered_ip: str = ""
+    #: Why the registration annotation is malformed (None: absent or valid).
+    registration_error: str | None = None
 
     @property
     def key(self) -> ObjectKey:
@@ -211,6 +218,27 @@ class PodRecord:
     def ready(self) -> bool:
         """Running with an IP and not being deleted: the member may count."""
         return self.phase == "Running" and bool(self.ip) and not self.deleting
+
+    @property
+    def registered(self) -> bool:
+        """Its launcher said it runs, before (or without) the kubelet's Running status.
+
+        Not deleted or finished, scheduled with the node's address known, and
+        the registered IP is the pod's IP wherever the status already has one.
+        Counts only for jobs opted into self-registration.
+        """
+        return (
+            bool(self.registered_ip)
+            and not self.deleting
+            and self.phase in ("Pending", "Running")
+            and bool(self.host_ip)
+            and (not self.ip or self.ip == self.registered_ip)
+        )
+
+    @property
+    def address(self) -> str:
+        """The member's IP: the status's, else the registered one."""
+        return self.ip or self.registered_ip
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +263,12 @@ class ConfigMapRecord:
         return object_key(self.namespace, self.name)
 
 
+def self_register_choice(annotations: dict[str, Any]) -> bool | None:
+    """The workload's self-registration choice: ``"true"`` or ``"false"`` (any case), else None (the flag's)."""
+    value = str(annotations.get(SELF_REGISTER_ANNOTATION, "")).strip().lower()
+    return {"true": True, "false": False}.get(value)
+
+
 def workload(raw: dict[str, Any], *, short: str, kind: str, api_version: str, **fields: Any) -> WorkloadRecord:
     """A WorkloadRecord for ``raw`` of ``kind``: identity from its metadata
     (job key ``<short>/<namespace>/<name>``), its Ascend facts from the
@@ -242,6 +276,7 @@ def workload(raw: dict[str, Any], *, short: str, kind: str, api_version: str, **
     meta = raw.get("metadata") or {}
     namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
     fields.setdefault("ascend", ascend_job(meta, fields.get("tasks", ())))
+    fields.setdefault("self_register", self_register_choice(meta.get("annotations") or {}))
     return WorkloadRecord(
         key=job_key(short, namespace, name),
         kind=kind,

@@ -138,6 +138,7 @@ class Controller:
             configmap=self.configmaps.get,
             hccl_version=options.ranktable_version,
             touch_pods=options.touch_pods,
+            self_register=options.self_registration,
             metrics=agent_metrics(REGISTRY),
         )
         self._informers: list[asyncio.Task[None]] = []

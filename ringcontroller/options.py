@@ -84,6 +84,7 @@ class Options:
     log_level: str
     shutdown_timeout: float
     touch_pods: bool = True
+    self_registration: bool = False
 
 
 def parser() -> argparse.ArgumentParser:
@@ -136,6 +137,15 @@ def parser() -> argparse.ArgumentParser:
         "kubelet refreshes the mounted ConfigMap at once (under a second) instead of at its next periodic sync "
         "(about a minute); needs pods/patch, which build/rbac.yaml grants and fences to that one annotation with "
         "a ValidatingAdmissionPolicy. --no-touch-pods for clusters that forbid pod writes",
+    )
+    p.add_argument(
+        "--self-registration",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="count a member as soon as its launcher registered itself on its own pod (annotation "
+        "ring-controller.io/registered, which build/launcher-rbac.yaml lets the pod set and nothing else), "
+        "before the kubelet reports it Running (about a second earlier); a workload's annotation "
+        'ring-controller.io/self-register: "true" or "false" overrides this per job',
     )
     p.add_argument("--default-port", type=int, default=DEFAULT_PORT, help="member port when the pod names none")
     p.add_argument("--metrics-bind-address", default=":8080", help="address of /metrics; '0' disables")
@@ -212,4 +222,5 @@ def parse(argv: list[str] | None = None) -> Options:
         log_level=a.log_level,
         shutdown_timeout=a.shutdown_timeout,
         touch_pods=a.touch_pods,
+        self_registration=a.self_registration,
     )
