@@ -68,7 +68,7 @@ fi
 step "ring-devcluster up --with jobset,volcano,trainer,node,prometheus (state: $RING_DEVCLUSTER_WORKLOADS_STATE)"
 ring-devcluster up --state-dir "$RING_DEVCLUSTER_WORKLOADS_STATE" --with jobset,volcano,trainer,node,prometheus
 
-step "ring-devcluster build --with prometheus (promtool for tests/unit/test_alert_rules.py; cached: instant)"
+step "ring-devcluster build --with prometheus (promtool for tests/tools/test_alert_rules.py; cached: instant)"
 ring-devcluster build --with prometheus
 
 step "pytest tests $*"

@@ -6,6 +6,10 @@ or ``<repo>/.state/devcluster``. It is left running after the session so the
 next run reuses it in well under a second; ``build/test.sh`` (or
 ``ring-devcluster down``) decides when it goes away. If the cluster cannot be
 brought up, every test that needs it ERRORS with the reason: tests never skip.
+
+Nothing here imports the dev-cluster tool (``ringdevcluster``, installed from
+build/devcluster) or the Kubernetes helpers at import time: the fixtures do, on
+first use, so ``pytest tests/unit`` needs only ``pip install -e '.[test]'``.
 """
 
 from __future__ import annotations
@@ -16,18 +20,31 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from ringdevcluster import Cluster, ensure_up
-from tests.support.clients import K8s, devcluster_state_dir
-from tests.support.controllerproc import ControllerProcess
-from tests.support.kubehelp import create_namespace, delete_namespace, fresh_namespace_name
+if TYPE_CHECKING:
+    from ringdevcluster import Cluster
+    from tests.support.clients import K8s
+    from tests.support.controllerproc import ControllerProcess
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Tests never skip: a skipped test (a ``pytest.skip`` or ``skipif`` someone adds) fails the run."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
+    if skipped and exitstatus == pytest.ExitCode.OK:
+        print(f"\n{len(skipped)} test(s) skipped; tests here fail loudly instead of skipping", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")
 def devcluster(pytestconfig: pytest.Config) -> Cluster:
     """The running control plane (started, repaired or reused on first use)."""
+    from ringdevcluster import ensure_up
+    from tests.support.clients import devcluster_state_dir
+
     started = time.monotonic()
     capture = pytestconfig.pluginmanager.getplugin("capturemanager")
     # Show progress live: a cold build of the binaries takes many minutes.
@@ -56,6 +73,8 @@ def kubeconfig(devcluster: Cluster) -> Path:
 @pytest.fixture(scope="session")
 def k8s(kubeconfig: Path) -> Iterator[K8s]:
     """Admin sync clients (core, apps, batch, rbac, custom objects)."""
+    from tests.support.clients import K8s
+
     clients = K8s.from_kubeconfig(kubeconfig)
     yield clients
     clients.api.close()  # type: ignore[no-untyped-call]
@@ -68,6 +87,8 @@ def namespace(k8s: K8s, request: pytest.FixtureRequest) -> Iterator[str]:
     Yields only once its ``default`` ServiceAccount exists, so pods can be
     created at once (the ServiceAccount admission plugin rejects them before).
     """
+    from tests.support.kubehelp import create_namespace, delete_namespace, fresh_namespace_name
+
     name = create_namespace(k8s, fresh_namespace_name(request.node.name))
     yield name
     delete_namespace(k8s, name)
@@ -76,6 +97,8 @@ def namespace(k8s: K8s, request: pytest.FixtureRequest) -> Iterator[str]:
 @pytest.fixture
 def controller(kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[ControllerProcess]:
     """``ring-controller`` started on the test's namespace, ready (caches synced)."""
+    from tests.support.controllerproc import ControllerProcess
+
     proc = ControllerProcess(kubeconfig=str(kubeconfig), namespace=namespace, log_path=tmp_path / "controller.log")
     proc.start()
     yield proc

@@ -71,6 +71,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from ringdevcluster import Cluster, down, ensure_up
+from tests.chaos.audit import audit_check
 from tests.support import oracle
 from tests.support.clients import REPO, K8s
 from tests.support.controllerproc import ControllerProcess
@@ -961,57 +962,6 @@ class Run:
 def audit_log(cluster: Cluster) -> Path:
     """Where ring-devcluster's API server writes its audit log (ConfigMap and Lease writes)."""
     return Path(cluster.state_dir) / "logs" / "audit.log"
-
-
-def audit_check(path: Path, namespace: str, prefixes: dict[str, str]) -> tuple[int, list[str]]:
-    """(ConfigMap writes by the replicas, those made while another held the Lease or it had expired).
-
-    From the API server's audit log: every successful Lease write says who
-    holds it from then on (``holderIdentity``, "" when released) for its
-    ``leaseDurationSeconds``; a ConfigMap write by replica user U received at
-    t is a non-leader write unless the last Lease write completed before t
-    names U's identity and its claim had not run out at t.
-    """
-    leases: list[tuple[str, str, int]] = []  # (time, holder, duration)
-    writes: list[tuple[str, str, str]] = []  # (time, user, what)
-    for line in path.read_text(errors="replace").splitlines():
-        try:
-            e = json.loads(line)
-        except ValueError:
-            continue
-        ref = e.get("objectRef") or {}
-        if ref.get("namespace") != namespace or e.get("stage") != "ResponseComplete":
-            continue
-        if int((e.get("responseStatus") or {}).get("code", 500)) >= 300:
-            continue
-        user = (e.get("user") or {}).get("username", "")
-        if ref.get("resource") == "leases":
-            spec = ((e.get("requestObject") or {}).get("spec")) or {}
-            leases.append(
-                (e["stageTimestamp"], str(spec.get("holderIdentity") or ""), int(spec.get("leaseDurationSeconds") or 0))
-            )
-        elif ref.get("resource") == "configmaps" and user in prefixes:
-            writes.append((e["requestReceivedTimestamp"], user, f"{e['verb']} {ref.get('name')}"))
-    leases.sort()
-    bad = []
-    for t, user, what in writes:
-        before = [lease for lease in leases if lease[0] <= t]
-        if not before:
-            bad.append(f"{t} {user} {what}: before any Lease")
-            continue
-        at, holder, duration = before[-1]
-        expired = _seconds(t) - _seconds(at) > duration
-        if not holder.startswith(prefixes[user]) or expired:
-            bad.append(
-                f"{t} {user} {what}: Lease held by {holder or 'nobody'} since {at}{' (expired)' if expired else ''}"
-            )
-    return len(writes), bad
-
-
-def _seconds(stamp: str) -> float:
-    import datetime as dt
-
-    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 SCENARIOS: dict[str, Callable[[Run], Result]] = {

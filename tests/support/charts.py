@@ -2,7 +2,8 @@
 
 ``helm`` and ``kubectl`` are the dev cluster's client tools (``ring-devcluster
 tools``: built from the Go module proxy on first use, cached afterwards); a
-failed build raises, so the tests that need them fail with its message.
+failed build raises, so the tests that need them fail with its message. The
+manifest readers (``shipped``, ``documents``) need neither tool.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from typing import Any
 
 import yaml
 
-from ringdevcluster import build
 from tests.support.clients import REPO
 
 Json = dict[str, Any]
@@ -32,6 +32,8 @@ HELM_LABELS = ("app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "he
 @functools.cache
 def tool(name: str) -> Path:
     """The path of client tool ``name`` (helm, kubectl), built and cached on first use."""
+    from ringdevcluster import build  # the dev-cluster tool: only the tests that run helm or kubectl need it
+
     return build.ensure_tools([name])[name]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.chaos.run import audit_check
+from tests.chaos.audit import audit_check
 
 NS = "chaos-lead"
 USERS = {"user-a": "chaos-a_", "user-b": "chaos-b_"}

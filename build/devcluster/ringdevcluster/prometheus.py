@@ -17,7 +17,7 @@ here in one place:
   more often so a test sees rates within seconds).
 * :func:`rule_groups` returns the PrometheusRule's ``spec.groups`` unchanged:
   that is already a Prometheus rule file. promtool checks and unit-tests the
-  same extraction (tests/unit/test_alert_rules.py).
+  same extraction (tests/tools/test_alert_rules.py).
 
 Only the PodMonitor fields build/monitoring.yaml uses are translated; any
 other field is refused with an error naming it, so a PodMonitor edited with a

@@ -18,6 +18,8 @@ import yaml
 from ringdevcluster import prometheus as prom
 from tests.support import promtool
 
+pytestmark = pytest.mark.tools
+
 Json = dict[str, Any]
 
 

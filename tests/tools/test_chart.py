@@ -7,7 +7,9 @@ leaves it to ``--create-namespace``), compared as parsed objects after
 dropping Helm's bookkeeping labels. The monitoring objects and the dashboard
 are read by the chart from copies of build/monitoring.yaml and
 build/grafana-dashboard.json, which must equal them byte for byte. A change to
-a shipped file that the chart does not follow fails here.
+a shipped file that the chart does not follow fails here (the byte-for-byte
+copies, the chart's version and its values' schema are plain files, checked
+without helm in tests/unit/test_chart_files.py).
 """
 
 from __future__ import annotations
@@ -20,12 +22,11 @@ from typing import Any
 import pytest
 import yaml
 
-from model.keys import DEFAULT_LABEL_KEY, DEFAULT_PORT
-from ranktable.hccl import DEFAULT_CHOICE
-from ringcontroller.options import VERSION, parse
-from ringcontroller.options import parser as options_parser
+from ringcontroller.options import parse
 from tests.support import charts
 from tests.support.charts import CHART, Json, by_identity, shipped, template, without_helm_labels
+
+pytestmark = pytest.mark.tools
 
 CLUSTER_SCOPED = {
     "ClusterRole",
@@ -67,14 +68,6 @@ def test_defaults_render_the_shipped_objects_but_the_namespace() -> None:
         assert rendered[key] == doc, f"{key} differs from build/*.yaml"
 
 
-@pytest.mark.parametrize("name", ["monitoring.yaml", "grafana-dashboard.json"])
-def test_chart_files_are_the_shipped_files(name: str) -> None:
-    copy = CHART / "files" / name
-    assert copy.read_bytes() == (charts.REPO / "build" / name).read_bytes(), (
-        f"{copy} differs from build/{name}: cp build/{name} {copy}"
-    )
-
-
 def test_monitoring_on_renders_build_monitoring_yaml() -> None:
     docs = template({"podMonitor": {"enabled": True}, "alertRules": {"enabled": True}})
     expected = _objects(shipped("monitoring.yaml"))
@@ -111,13 +104,6 @@ def test_dashboard_configmap_holds_the_shipped_dashboard() -> None:
     assert cm["metadata"]["namespace"] == "grafana" and cm["metadata"]["labels"]["grafana_dashboard"] == "1"
     shipped_dashboard = json.loads((charts.REPO / "build" / "grafana-dashboard.json").read_text())
     assert json.loads(cm["data"]["ring-controller.json"]) == shipped_dashboard
-
-
-def test_chart_version_is_the_controllers() -> None:
-    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    assert chart["appVersion"] == chart["version"] == VERSION
-    (container,) = _one(shipped("ring-controller.yaml"), "Deployment")["spec"]["template"]["spec"]["containers"]
-    assert container["image"] == f"ring-controller:{VERSION}"
 
 
 # -- lint and values ---------------------------------------------------------------
@@ -293,18 +279,3 @@ def test_kustomize_overlay_without_the_fence_keeps_the_old_username(tmp_path: Pa
     (overlay / "kustomization.yaml").write_text(yaml.safe_dump({"resources": [str(base)], "namespace": "ml-system"}))
     (condition,) = _one(charts.kustomize(overlay), "ValidatingAdmissionPolicy")["spec"]["matchConditions"]
     assert "system:serviceaccount:ring-controller:ring-controller" in condition["expression"]
-
-
-def test_values_schema_and_comments_follow_the_daemons_flags() -> None:
-    schema = json.loads((CHART / "values.schema.json").read_text())["properties"]
-    actions = {a.dest: a for a in options_parser()._actions}
-    assert set(schema["rankTableVersion"]["enum"]) == {"", *actions["ranktable_version"].choices}
-    assert set(schema["logFormat"]["enum"]) == set(actions["log_format"].choices)
-    assert set(schema["logLevel"]["enum"]) == set(actions["log_level"].choices)
-    # Empty values leave the daemon's default, which the comment names.
-    lines = {line.split(":")[0]: line for line in (CHART / "values.yaml").read_text().splitlines()}
-    assert lines["labelKey"].endswith(f"# {DEFAULT_LABEL_KEY}")
-    assert lines["defaultPort"].endswith(f"# {DEFAULT_PORT}")
-    assert lines["rankTableVersion"].endswith(f"# {DEFAULT_CHOICE}")
-    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
-    assert defaults["workers"] == actions["workers"].default

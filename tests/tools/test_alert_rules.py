@@ -3,7 +3,7 @@
 The PrometheusRule's groups are extracted by the dev cluster's own code
 (``ringdevcluster.prometheus.rule_groups``, what its Prometheus loads), never
 copied by hand, into ``rules.yaml`` beside a copy of
-tests/unit/promtool/alerts_test.yaml, whose input series make every alert
+tests/tools/promtool/alerts_test.yaml, whose input series make every alert
 fire when it should and stay silent on a healthy deployment.
 """
 
@@ -13,10 +13,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from ringdevcluster import prometheus as prom
 from tests.support import promtool
+
+pytestmark = pytest.mark.tools
 
 TESTS = Path(__file__).resolve().parent / "promtool" / "alerts_test.yaml"
 

@@ -13,6 +13,8 @@ import yaml
 
 from ringdevcluster import build, cli, kwok, process
 
+pytestmark = pytest.mark.tools
+
 
 @pytest.mark.parametrize(
     "index, name, cidr, host_ip",

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from ringdevcluster.controlplane import AUDIT_POLICY, AUDIT_POLICY_FILE, PORTS, argv
 from ringdevcluster.pki import Pki
+
+pytestmark = pytest.mark.tools
 
 
 def test_the_policy_records_configmap_writes_and_lease_bodies_but_not_node_leases() -> None:

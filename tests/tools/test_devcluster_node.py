@@ -19,6 +19,8 @@ import yaml
 from ringdevcluster import addons, build, controlplane, images, node
 from ringdevcluster.pki import Pki
 
+pytestmark = pytest.mark.tools
+
 
 @pytest.fixture(scope="module")
 def configured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, controlplane.Setup]:
