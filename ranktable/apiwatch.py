@@ -160,7 +160,7 @@ class ApiSource:
                     ) from None
                 self._pause(f"API error {err.status} {err.reason}", backoff, deadline)
                 resource_version = None
-            except Exception as err:  # transport errors: urllib3, sockets, TLS, bad JSON
+            except Exception as err:  # noqa: BLE001 - transport errors (urllib3, sockets, TLS, bad JSON): retried to the deadline
                 self._pause(f"{type(err).__name__}: {err}", backoff, deadline)
                 resource_version = None
 

@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     except WaitTimeout as err:
         _log(f"error: {err}")
         return EXIT_TIMEOUT
-    except Exception as err:  # API access, I/O: report, never a traceback at the user
+    except Exception as err:  # noqa: BLE001 - API access, I/O: report, never a traceback at the user
         _log(f"error: {type(err).__name__}: {err}")
         return EXIT_ERROR
 

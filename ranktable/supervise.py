@@ -157,7 +157,7 @@ class Supervisor:
             for obs in self.source.observe(time.monotonic() + _FOREVER):
                 verdict = judge.judge(obs)
                 self._events.put(_Verdict(verdict=verdict, spec=judge.spec, not_in=judge.not_in))
-        except BaseException as err:  # malformed for good, API access refused: the main thread decides
+        except BaseException as err:  # noqa: BLE001 - any end of the watch thread goes to the main thread, which decides
             self._events.put(_WatchFailed(err))
 
     def _wait_for(self, process: subprocess.Popen[bytes]) -> None:

@@ -246,7 +246,7 @@ class Mirror(Generic[R]):
         """``transform(raw)``; a transform that raises is logged and counts as None."""
         try:
             return self._transform(raw)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a bad object is logged; the mirror keeps running
             self._log.exception("transform.error", key=key_of(raw))
             return None
 
@@ -287,7 +287,7 @@ class Mirror(Generic[R]):
             return
         try:
             handler(key, *records)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a failing handler is logged; the mirror keeps running
             self._log.exception("handler.error", key=key)
 
 
@@ -387,7 +387,7 @@ class Reflector(Generic[R]):
                 rewatch = True
                 self.resource_version = await self.watch_once(resource_version)
                 self._log.debug("watch.restart", reason="closed", resource_version=self.resource_version)
-            except Exception as e:  # 410, network, timeout, malformed answer: retry
+            except Exception as e:  # noqa: BLE001 - 410, network, timeout, malformed answer: retry
                 # A failed watch resumes from the last version it saw (watch_once
                 # keeps self.resource_version current event by event).
                 listing = self.resource_version is None

@@ -187,7 +187,7 @@ def ensure_tf_config() -> tuple[str, dict[str, Any]]:
             ) from err
         try:
             setup_tf_config()
-        except Exception as err:  # noqa: BLE001  (timeout, pod not in spec, bad spec: all end here)
+        except Exception as err:  # timeout, pod not in spec, bad spec: all end here
             raise UsageError(f"no TF_CONFIG from the ring-controller spec: {type(err).__name__}: {err}") from err
         source = "ranktable.tfconfig.setup_tf_config"
         if not os.environ.get("TF_CONFIG"):
@@ -305,8 +305,8 @@ def weights_digest(weights: list[NDArray[Any]]) -> tuple[str, float]:
 
 
 def train(args: argparse.Namespace, data: Dataset, tf_config: dict[str, Any], source: str) -> dict[str, Any]:
-    import keras  # noqa: PLC0415
-    import tensorflow as tf  # noqa: PLC0415  (TF_CONFIG is set by now)
+    import keras
+    import tensorflow as tf  # imported here: TF_CONFIG is set by now
 
     t_tf_imported = time.time()
     keras.utils.set_random_seed(args.seed)
