@@ -108,7 +108,11 @@ def _run_job(
         # The launchers start first and wait, as in pods whose containers start
         # before their peers are scheduled; then the pods appear.
         with WorkerGroup(specs, log_dir=tmp_path / "logs") as group:
-            time.sleep(2.0)
+            wait_for(
+                lambda: all("ring-launch: waiting: " in w.stderr() for w in group.workers),
+                timeout=60,
+                what="every launcher waiting for its spec",
+            )
             # One port per pod: every pod's process shares this machine.
             pods = [
                 create_pods(k8s, job, [("worker", i)], annotations={"ring-controller/port": str(ports[i])})[0]
@@ -189,6 +193,8 @@ def test_pod_replaced_mid_wait_starts_with_the_new_spec(
         what="old pod gone",
     )
     (new,) = create_pods(k8s, job, [("worker", 1)])
+    err_path = tmp_path / "launcher.err"
+    stderr = err_path.open("w")
     launcher = subprocess.Popen(
         [
             RING_LAUNCH,
@@ -205,20 +211,28 @@ def test_pod_replaced_mid_wait_starts_with_the_new_spec(
         ],
         env={**tfharness.os.environ, "POD_NAME": "rep-worker-1", "POD_UID": new["metadata"]["uid"]},
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=stderr,
         text=True,
     )
-    time.sleep(1.5)
-    assert launcher.poll() is None, "the launcher started on the stale spec"
+    stderr.close()  # the launcher has its own copy
+    # It has read the stale spec and judged it (its progress line says why it
+    # waits), or it has exited: either way it had its chance to start.
+    stale = f"waiting: spec completed (epoch {old['epoch']}) for an earlier pod 'rep-worker-1'"
+    wait_for(
+        lambda: launcher.poll() is not None or stale in err_path.read_text(),
+        timeout=30,
+        what="the launcher judging the stale spec",
+    )
+    assert launcher.poll() is None, f"the launcher started on the stale spec:\n{err_path.read_text()}"
     newer = wait_spec(k8s, namespace, "rings-config-rep", where=lambda s: s["epoch"] > old["epoch"])
     volume = ConfigMapVolume(
         kubeconfig=str(kubeconfig), namespace=namespace, name="rings-config-rep", directory=directory
     ).start()
     try:
-        out, err = launcher.communicate(timeout=60)
+        out, _ = launcher.communicate(timeout=60)
     finally:
         volume.stop()
-    assert launcher.returncode == 0, err
+    assert launcher.returncode == 0, err_path.read_text()
     env = json.loads(out)
     assert int(env["RING_EPOCH"]) == newer["epoch"] > old["epoch"]
     new_ip = k8s.core.read_namespaced_pod("rep-worker-1", namespace).status.pod_ip

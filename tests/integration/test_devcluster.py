@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import ipaddress
 import socket
-import time
 from typing import Any
 
 import pytest
@@ -23,7 +22,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ringdevcluster import Cluster
-from ringdevcluster.kwok import EXIT_CODE_ANNOTATION, NODE_LABEL, POD_NETWORK
+from ringdevcluster.kwok import EXIT_CODE_ANNOTATION, NODE_LABEL, POD_NETWORK, node_name
 from tests.support.clients import K8s
 from tests.support.kubehelp import wait_for
 
@@ -133,15 +132,24 @@ def test_indexed_job_pods_stay_running_until_told_to_exit(k8s: K8s, namespace: s
         return ok if len(ok) == 2 else None
 
     pods = wait_for(running, what="2 Running job pods")
-    indexes = sorted(p.metadata.annotations["batch.kubernetes.io/job-completion-index"] for p in pods)
-    assert indexes == ["0", "1"]
-    time.sleep(1.0)  # kwok's stock stages would have completed them by now
-    assert all(_running(k8s, namespace, p.metadata.name) for p in pods)
+    first, second = sorted(pods, key=lambda p: p.metadata.annotations["batch.kubernetes.io/job-completion-index"])
+    assert [p.metadata.annotations["batch.kubernetes.io/job-completion-index"] for p in (first, second)] == ["0", "1"]
 
-    for pod in pods:
-        k8s.core.patch_namespaced_pod(
-            pod.metadata.name, namespace, {"metadata": {"annotations": {EXIT_CODE_ANNOTATION: "0"}}}
-        )
+    # kwok's stock stages complete a Job's pods as soon as they run. Proof that
+    # kwok had its chance at the second pod: it acts on a later change, the
+    # first pod told to exit (a stage it walks after the second pod's Running).
+    k8s.core.patch_namespaced_pod(
+        first.metadata.name, namespace, {"metadata": {"annotations": {EXIT_CODE_ANNOTATION: "0"}}}
+    )
+    wait_for(
+        lambda: k8s.core.read_namespaced_pod(first.metadata.name, namespace).status.phase == "Succeeded",
+        what="the first pod Succeeded",
+    )
+    assert _running(k8s, namespace, second.metadata.name), "kwok ended a pod nobody told to exit"
+
+    k8s.core.patch_namespaced_pod(
+        second.metadata.name, namespace, {"metadata": {"annotations": {EXIT_CODE_ANNOTATION: "0"}}}
+    )
     wait_for(
         lambda: (k8s.batch.read_namespaced_job("train", namespace).status.succeeded or 0) == 2,
         what="the Job to complete",
@@ -453,10 +461,15 @@ def test_stopped_scheduler_leaves_pods_pending_until_restarted(devcluster: Clust
         statuses = {s.name: s for s in devcluster.status()}
         assert not statuses["kube-scheduler"].running
         assert statuses["kube-apiserver"].healthy
-        k8s.core.create_namespaced_pod(namespace, _pod("waiting"))
-        time.sleep(1.0)
+        created = k8s.core.create_namespaced_pod(namespace, _pod("waiting"))
+        # The rest of the cluster acts on a later change: a pod bound by hand
+        # (no scheduler needed) is run by kwok. "waiting", created before it,
+        # has not been written since its create: no scheduler bound it.
+        k8s.core.create_namespaced_pod(namespace, _pod("bound", node_name=node_name(0)))
+        wait_for(lambda: _running(k8s, namespace, "bound"), what="the pod bound by hand Running")
         pod = k8s.core.read_namespaced_pod("waiting", namespace)
         assert pod.spec.node_name is None and pod.status.phase == "Pending"
+        assert pod.metadata.resource_version == created.metadata.resource_version
     finally:
         devcluster.start_component("kube-scheduler")
     wait_for(lambda: _running(k8s, namespace, "waiting"), what="pod Running after the scheduler restarts")

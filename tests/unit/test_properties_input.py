@@ -14,6 +14,7 @@ import json
 import os
 import re
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -202,7 +203,7 @@ def test_reads_under_symlink_swaps_see_both_files_from_one_version(
     def swapper() -> None:
         nonlocal swaps
         n = 1
-        while not stop.is_set() and n < 80:
+        while not stop.is_set():
             v = n % len(versions)
             publish(root, n, *versions[v])
             old = root / f"..v{n - 1}"
@@ -215,13 +216,16 @@ def test_reads_under_symlink_swaps_see_both_files_from_one_version(
     thread = threading.Thread(target=swapper)
     thread.start()
     source = FileSource(str(root))
+    seen: set[tuple[str | None, str | None]] = set()
+    deadline = time.monotonic() + 10
     try:
-        reads = 0
-        while thread.is_alive() or reads == 0:
+        # Read through at least 80 swaps, and until every version has been read:
+        # a reader that stopped looking (a cached first read) never gets there.
+        while (swaps < 80 or len(seen) < len(versions)) and time.monotonic() < deadline:
             obs = source.read()
             assert (obs.cluster, obs.hccl) in expected, (obs, expected)
-            reads += 1
+            seen.add((obs.cluster, obs.hccl))
     finally:
         stop.set()
         thread.join()
-    assert swaps > 1
+    assert seen == expected, f"after {swaps} swaps the reads saw {len(seen)} of {len(versions)} versions"
