@@ -73,13 +73,13 @@ def test_a_gap_hides_every_later_worker() -> None:
 
 
 def test_one_worker_is_never_enough() -> None:
-    with pytest.raises(dns_probe.DiscoveryFailed):
+    with pytest.raises(dns_probe.DiscoveryFailed, match=r"^no stable worker count after 5 attempts \(last: 1\)$"):
         run([1], attempts=5)
 
 
 def test_hostname_and_tf_config_use_dns_names() -> None:
     assert dns_probe.parse_hostname("tf-job-node-0-3") == ("tf-job", 3)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="^hostname 'tf-job-worker-3' is not <trainjob>-node-0-<index>$"):
         dns_probe.parse_hostname("tf-job-worker-3")
     config = dns_probe.tf_config("tj", "ns", 1, 2, 12345)
     assert config == {

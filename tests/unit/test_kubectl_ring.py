@@ -268,7 +268,7 @@ def test_pod_env_while_waiting_and_for_a_pod_the_spec_does_not_list() -> None:
     result = pod_env(pods[0], waiting, where="ConfigMap ns/rings-config-j")
     assert result.env is None and result.waiting == "spec initializing: epoch 0, members 0/2"
     stranger = _pods(_job("other"), [0])[0]
-    with pytest.raises(PodNotInSpec):
+    with pytest.raises(PodNotInSpec, match="^pod 'other-worker-0' is not in the cluster spec"):
         pod_env(stranger, _written(job, pods), where="ConfigMap ns/rings-config-j")
 
 

@@ -130,5 +130,5 @@ def test_torch_env(tasks: list[tuple[str, int]], pod: str, rank: int) -> None:
 def test_torch_env_needs_a_completed_spec_and_a_member() -> None:
     with pytest.raises(SpecError, match="not completed"):
         torch_env(make_spec([("worker", 2)], status=STATUS_INITIALIZING), pod="job-worker-0")
-    with pytest.raises(PodNotInSpec):
+    with pytest.raises(PodNotInSpec, match="^pod 'nobody' is not in the cluster spec"):
         torch_env(make_spec([("worker", 2)]), pod="nobody")

@@ -170,7 +170,7 @@ def test_partial_spec_and_foreign_pod_are_refused(derive: Any) -> None:
     partial = make_spec([("worker", 2)], status=STATUS_INITIALIZING, present={0})
     with pytest.raises(SpecError, match="not completed"):
         derive(partial, pod="job-worker-0")
-    with pytest.raises(PodNotInSpec):
+    with pytest.raises(PodNotInSpec, match="^pod 'job-worker-9' is not in the cluster spec"):
         derive(make_spec([("worker", 2)]), pod="job-worker-9")
     with pytest.raises(SpecError, match="not completed"):
         hostfile_text(partial)

@@ -126,7 +126,7 @@ def test_store_index_follows_puts_and_deletes() -> None:
     assert store.keys() == ["ns/b", "ns/c"]
     assert len(store) == 2 and "ns/b" in store and "ns/a" not in store
     assert store["ns/b"] == Rec("b", "j2") and store.get("ns/a") is None
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match="^'ns/a'$"):
         store["ns/a"]
 
 
@@ -137,7 +137,7 @@ def test_store_multi_valued_and_empty_index() -> None:
     assert store.index_values("ip") == ["10.0.0.1"]
     assert [r.name for r in store.by_index("both", "j1")] == ["a", "b"]
     assert [r.name for r in store.by_index("both", "a")] == ["a"]
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match="^'nope'$"):
         store.by_index("nope", "x")
 
 
@@ -255,10 +255,10 @@ def test_handle_bookmark_and_events_advance_resource_version() -> None:
 def test_handle_error_event_raises_status() -> None:
     reflector = offline_reflector()
     gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}}
-    with pytest.raises(Gone):
+    with pytest.raises(Gone, match="^410 Expired: too old$"):
         reflector._handle(gone, "10")
     other = {"type": "ERROR", "object": {"kind": "Status", "code": 500, "reason": "InternalError", "message": "x"}}
-    with pytest.raises(ApiError) as info:
+    with pytest.raises(ApiError, match="^500 InternalError: x$") as info:
         reflector._handle(other, "10")
     assert type(info.value) is ApiError and info.value.status == 500
 
@@ -330,14 +330,14 @@ async def test_run_loop_resumes_relists_and_backs_off() -> None:
             ConnectionResetError("reset"),  # error: back off, resume from rv5 again
             Gone(410, "Expired", "too old resource version"),  # relist
             TimeoutError(),  # stalled stream: back off, resume from the relist's version
-            Stop(),
+            Stop("the script's last watch"),
         ],
         registry=registry,
         on_add=rec.on_add,
         on_delete=rec.on_delete,
     )
     rec.store = reflector.store
-    with pytest.raises(Stop):
+    with pytest.raises(Stop, match="^the script's last watch$"):
         await asyncio.wait_for(reflector.run(), 5)
 
     assert reflector.log == [
@@ -363,7 +363,7 @@ async def test_run_loop_resumes_relists_and_backs_off() -> None:
 
 
 async def test_run_loop_retries_a_failed_list() -> None:
-    reflector = ScriptedReflector(lists=[], watches=[Stop()], registry=CollectorRegistry())
+    reflector = ScriptedReflector(lists=[], watches=[Stop("the first watch")], registry=CollectorRegistry())
     attempts = 0
 
     async def failing_then_ok() -> tuple[dict[str, Rec], str, int]:
@@ -374,7 +374,7 @@ async def test_run_loop_retries_a_failed_list() -> None:
         return {}, "7", 1
 
     reflector._list = failing_then_ok  # type: ignore[method-assign]
-    with pytest.raises(Stop):
+    with pytest.raises(Stop, match="^the first watch$"):
         await asyncio.wait_for(reflector.run(), 5)
     assert attempts == 3
     assert reflector.log == ["watch@7"]
@@ -392,7 +392,7 @@ async def test_run_is_cancellable() -> None:
     task = asyncio.create_task(reflector.run())
     await asyncio.wait_for(reflector.has_synced.wait(), 1)
     task.cancel()
-    with pytest.raises(asyncio.CancelledError):
+    with pytest.raises(asyncio.CancelledError):  # noqa: PT011 - a cancellation has no message
         await task
 
 
@@ -407,9 +407,9 @@ async def test_failed_watch_resumes_from_last_version_it_saw() -> None:
             reflector._handle({"type": "ADDED", "object": raw("a", rv="8")}, resource_version)
             reflector._handle({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}}, "8")
             raise ConnectionResetError("reset")
-        raise Stop()
+        raise Stop("the second watch")
 
     reflector.watch_once = watch  # type: ignore[method-assign]
-    with pytest.raises(Stop):
+    with pytest.raises(Stop, match="^the second watch$"):
         await asyncio.wait_for(reflector.run(), 5)
     assert seen == ["list0", "9"]

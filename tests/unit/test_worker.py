@@ -202,7 +202,7 @@ async def test_a_failed_touch_is_made_again_by_a_later_sync() -> None:
     w = JobWorker(api=api)
     pods = _pods(raw, 2)
     api.pod_error = {pods[1].name: ApiError(500, "InternalError", "etcd timeout")}
-    with pytest.raises(ApiError):
+    with pytest.raises(ApiError, match="^500 InternalError: etcd timeout$"):
         await w.sync(wl, pods, None)
     epoch = _spec(api)["epoch"]
     api.touches.clear()
@@ -278,7 +278,7 @@ async def test_gone_member_is_skipped_and_other_failures_raise_for_a_retry() -> 
     w = JobWorker(api=api)
     await w.sync(wl, pods, None)  # both skipped without raising
     api.pod_error = {pods[0].name: ApiError(500, "InternalError", "etcd timeout")}
-    with pytest.raises(ApiError):
+    with pytest.raises(ApiError, match="^500 InternalError: etcd timeout$"):
         await w.sync(wl, pods, api.record("ns", "rings-config-j"))
     assert [t[0] for t in api.touches] == [pods[1].name]  # the other pod was still annotated
 

@@ -38,9 +38,9 @@ async def test_shut_fence_refuses_every_write_without_sending_it() -> None:
             await call
     assert client.sent == []
     # Reads and the Lease's own requests are not fenced.
-    with pytest.raises(ConnectionError):
+    with pytest.raises(ConnectionError, match="^not connected$"):
         await api.get_configmap("ns", "rings-config-a")
-    with pytest.raises(ConnectionError):
+    with pytest.raises(ConnectionError, match="^not connected$"):
         await api.request("PUT", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l", body={})
     assert [m for m, _ in client.sent] == ["GET", "PUT"]
 
@@ -49,6 +49,6 @@ async def test_open_fence_sends_the_writes() -> None:
     client = Recorder()
     api = RestKubeAPI(client)  # type: ignore[arg-type]
     for call in writes(api):
-        with pytest.raises(ConnectionError):
+        with pytest.raises(ConnectionError, match="^not connected$"):
             await call
     assert [m for m, _ in client.sent] == ["POST", "PUT", "PATCH"]
