@@ -337,8 +337,8 @@ async def test_candidates_racing_for_a_free_lease_elect_exactly_one(kubeconfig: 
                 return first is not None and sum(t > first + lease + retry for t, _ in reads[i]) >= 2
 
             await _until("every loser reading the Lease past the winner's first term", lambda: all(
-                judged_past_expiry(i) for i in losers), timeout=30)  # fmt: skip
-            assert sum(t.done() for t in tasks) == 1
+                judged_past_expiry(i) for i in losers) or sum(t.done() for t in tasks) > 1, timeout=30)  # fmt: skip
+            assert sum(t.done() for t in tasks) == 1, "a second candidate took the Lease the winner kept renewing"
             assert [e.is_leader for e in electors].count(True) == 1
             assert not holding[0].done()
             assert {e.holder for e in electors if e is not winner} == {winner.identity}
