@@ -17,7 +17,7 @@ import json
 import secrets
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from tests.support.kubehelp import (
     create_volcano_job,
     events_for,
     wait_for,
+    wait_for_async,
     wait_spec,
 )
 
@@ -266,15 +267,6 @@ def _elector(
     )  # fmt: skip
 
 
-async def _until(what: str, probe: Callable[[], bool], *, timeout: float) -> None:
-    """Poll ``probe`` on the event loop until it holds; fail with ``what`` on timeout."""
-    deadline = time.monotonic() + timeout
-    while not probe():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
 async def test_expiry_is_judged_on_the_holders_duration_not_on_timestamps(
     k8s: Any, kubeconfig: Path, namespace: str
 ) -> None:
@@ -336,8 +328,11 @@ async def test_candidates_racing_for_a_free_lease_elect_exactly_one(kubeconfig: 
                 first = next((t for t, holder in reads[i] if holder == winner.identity), None)
                 return first is not None and sum(t > first + lease + retry for t, _ in reads[i]) >= 2
 
-            await _until("every loser reading the Lease past the winner's first term", lambda: all(
-                judged_past_expiry(i) for i in losers) or sum(t.done() for t in tasks) > 1, timeout=30)  # fmt: skip
+            await wait_for_async(
+                lambda: all(judged_past_expiry(i) for i in losers) or sum(t.done() for t in tasks) > 1,
+                timeout=30,
+                what="every loser reading the Lease past the winner's first term",
+            )
             assert sum(t.done() for t in tasks) == 1, "a second candidate took the Lease the winner kept renewing"
             assert [e.is_leader for e in electors].count(True) == 1
             assert not holding[0].done()

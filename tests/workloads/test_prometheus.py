@@ -105,6 +105,17 @@ def _up_by_pod(prom: PrometheusApi) -> dict[str, float]:
     return {s["metric"]["pod"]: float(s["value"][1]) for s in prom.query(f'up{{job="{JOB}"}}')}
 
 
+def _scrapes_by_pod(prom: PrometheusApi) -> dict[str, float]:
+    """How many scrapes of each pod Prometheus holds (the last hour: longer than any test)."""
+    return {s["metric"]["pod"]: float(s["value"][1]) for s in prom.query(f'count_over_time(up{{job="{JOB}"}}[1h])')}
+
+
+def _scraped_again(prom: PrometheusApi, pods: set[str], since: dict[str, float], times: int) -> bool:
+    """Every pod of ``pods`` scraped at least ``times`` more times than ``since`` counted."""
+    now = _scrapes_by_pod(prom)
+    return all(now.get(pod, 0.0) >= since.get(pod, 0.0) + times for pod in pods)
+
+
 def test_prometheus_scrapes_both_replicas_and_answers_every_rule_and_panel(
     k8s: Any, namespace: str, prometheus: PrometheusApi
 ) -> None:
@@ -133,8 +144,11 @@ def test_prometheus_scrapes_both_replicas_and_answers_every_rule_and_panel(
         )
         assert all(t["health"] == "up" for t in ours), ours
 
-        # Before any job: every panel not driven by an event already answers.
-        time.sleep(2 * int(addons.PROMETHEUS_SCRAPE_INTERVAL.removesuffix("s")))
+        # Before any job: every panel not driven by an event already answers, once
+        # each replica has been scraped twice (a rate needs a sample on each side).
+        wait_for(
+            lambda: _scraped_again(prometheus, names, {}, 2), timeout=60, interval=1, what="two scrapes of each replica"
+        )
         queries = promapi.dashboard_queries()
         assert {q.panel for q in queries} | {q.panel + "/" + q.ref for q in queries} >= set(EMPTY_UNTIL)
         steady = [q for q in queries if not _event_driven(q)]
@@ -152,7 +166,13 @@ def test_prometheus_scrapes_both_replicas_and_answers_every_rule_and_panel(
             what="the bad port counted and scraped",
         )
         # Two more scrapes after the last change, so every rate has a sample on each side.
-        time.sleep(3 * int(addons.PROMETHEUS_SCRAPE_INTERVAL.removesuffix("s")))
+        scraped = _scrapes_by_pod(prometheus)
+        wait_for(
+            lambda: _scraped_again(prometheus, names, scraped, 2),
+            timeout=60,
+            interval=1,
+            what="two more scrapes of each replica",
+        )
 
         # The series the rules and the dashboard read, with their labels.
         leader_status = {
