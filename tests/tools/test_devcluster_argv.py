@@ -19,6 +19,8 @@ import pytest
 
 from ringdevcluster import addons, cluster
 
+pytestmark = pytest.mark.tools
+
 EXPECTED = Path(__file__).with_name("devcluster_argv.json")
 #: Binary name -> the path the recording used.
 _BINARIES = (
