@@ -22,7 +22,7 @@
 # the alert rules' unit tests run; the build is checked before pytest); the
 # client tools helm and kubectl (`ring-devcluster tools`, for the Helm chart
 # and the kustomize base; a few minutes cold); pytest over
-# tests/ (unit, integration, e2e); the short seeded chaos run (build/chaos.sh
+# tests/ (unit, tools, integration, e2e, workloads: a skipped test fails the run); the short seeded chaos run (build/chaos.sh
 # --quick, on a third cluster of its own, $RING_CHAOS_STATE, default
 # .state/chaos, whose API server and etcd it kills); ruff; the import-linter
 # contracts; mypy (strict, as pyproject.toml configures it).
