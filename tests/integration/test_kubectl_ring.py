@@ -22,7 +22,7 @@ from kubernetes.client.rest import ApiException
 
 from tests.support.charts import tool
 from tests.support.controllerproc import ControllerProcess
-from tests.support.factories import deployment, device_annotation, pod_template, volcano_job
+from tests.support.factories import deployment, device_annotation, pod_template, volcano_job, volcano_pod
 from tests.support.kubectlring import documented_role, installed, ring, run, section, table, token_kubeconfig
 from tests.support.kubehelp import (
     all_members,
@@ -136,15 +136,9 @@ def test_describe_a_job_waiting_on_a_missing_pod_an_unscheduled_pod_and_a_pod_wi
 ) -> None:
     job = create_volcano_job(k8s, namespace, volcano_job("waits", tasks=[("worker", 4)]))
     create_pods(k8s, job, [("worker", 0), ("worker", 2)])
-    (stuck,) = create_pods(k8s, job, [("worker", 1)])
-    # An unschedulable pod: recreate worker 1 with a node selector no node matches.
-    k8s.core.delete_namespaced_pod("waits-worker-1", namespace, grace_period_seconds=0)
-    wait_for(lambda: not _exists(k8s, namespace, "waits-worker-1"), what="worker 1 gone")
-    body = json.loads(json.dumps(stuck))
-    for key in ("uid", "resourceVersion", "creationTimestamp", "managedFields"):
-        body["metadata"].pop(key, None)
-    body.pop("status", None)
-    body["spec"].pop("nodeName", None)
+    # An unschedulable pod: worker 1 with a node selector no node matches. Created so from the
+    # start: deleting a bound pod and recreating its name races kwok's delete of the old one.
+    body = volcano_pod(job, task="worker", index=1)
     body["spec"]["nodeSelector"] = {"ring-test/no-such-node": "x"}
     k8s.core.create_namespaced_pod(namespace, body)
     wait_for(lambda: _running(k8s, namespace, "waits-worker-2"), what="worker 2 Running")
@@ -202,16 +196,6 @@ def test_describe_a_job_waiting_on_a_missing_pod_an_unscheduled_pod_and_a_pod_wi
     assert waiting.returncode == 4, waiting.stderr
     assert f"would still wait: spec initializing: epoch {initializing['epoch']}, members 0/4" in waiting.stderr
     assert "container main does not run ring-launch" in waiting.stderr  # the factory's template runs train.py
-
-
-def _exists(k8s: Any, namespace: str, name: str) -> bool:
-    try:
-        k8s.core.read_namespaced_pod(name, namespace)
-        return True
-    except ApiException as err:
-        if err.status == 404:
-            return False
-        raise
 
 
 def _unscheduled(k8s: Any, namespace: str, name: str) -> bool:
