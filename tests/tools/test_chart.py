@@ -159,7 +159,16 @@ def test_watched_namespaces_give_roles_in_each_and_no_cluster_wide_write() -> No
 @pytest.mark.parametrize(
     ("values", "check"),
     [
-        ({}, lambda o: o.namespaces == () and o.leader_elect and o.log_format == "json" and o.touch_pods),
+        (
+            {},
+            lambda o: (
+                o.namespaces == ()
+                and o.leader_elect
+                and o.log_format == "json"
+                and o.touch_pods
+                and not o.self_registration
+            ),
+        ),
         ({"logFormat": "console", "logLevel": "debug"}, lambda o: (o.log_format, o.log_level) == ("console", "debug")),
         (
             {"labelKey": "example.com/ring", "defaultPort": 3333},
@@ -167,10 +176,20 @@ def test_watched_namespaces_give_roles_in_each_and_no_cluster_wide_write() -> No
         ),
         ({"rankTableVersion": "2.0", "workers": 4}, lambda o: (o.ranktable_version, o.workers) == ("2.0", 4)),
         ({"touchPods": False}, lambda o: not o.touch_pods),
+        ({"selfRegistration": True}, lambda o: o.self_registration),
         ({"replicas": 1, "leaderElection": {"enabled": False}}, lambda o: not o.leader_elect),
         ({"extraArgs": ["--leader-elect-lease-duration=30s"]}, lambda o: o.lease_duration == 30.0),
     ],
-    ids=["defaults", "logs", "label-port", "ranktable-workers", "no-touch", "no-election", "extra"],
+    ids=[
+        "defaults",
+        "logs",
+        "label-port",
+        "ranktable-workers",
+        "no-touch",
+        "self-registration",
+        "no-election",
+        "extra",
+    ],
 )
 def test_values_become_flags_the_daemon_accepts(values: dict[str, Any], check: Any) -> None:
     assert check(parse(_args(template(values))))
