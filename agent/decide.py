@@ -37,6 +37,14 @@ Ascend jobs (:mod:`model.ascend` has the rules, :mod:`ranktable.hccl` the format
   strategy), else ascend-operator's logical block of ``sp-block`` chips by
   position, else the device annotation's ``super_pod_id`` (all "0" when a
   member lacks it). Across several super pods every device needs an IP.
+
+Rank order (:mod:`model.topology` has the rules): a completed spec's ranks
+follow the workload spec unless the job (its annotation) or the controller
+(``order.rule``) asks for topology order; then :func:`_topology` re-ranks the
+members by their topology path in this one place, before ``hccl/rankIndex``
+is applied (where present, it still wins for the NPU members). ``held`` is
+the last completed topology-ordered spec, so replaced members keep their
+ranks where that costs no crossing.
 """
 
 from __future__ import annotations
@@ -48,6 +56,17 @@ from typing import Final, Literal, get_args
 from model.ascend import VERSION_1_2, VERSION_2_0, logical_super_pod, rank_order
 from model.keys import CONFIGMAP_DATA_LIMIT, MANAGED_LABEL, MANAGED_VALUE, SCALE_OUT_TYPE_LABEL
 from model.records import ConfigMapRecord, PodRecord, WorkloadRecord
+from model.topology import (
+    RULE_SPEC,
+    RULE_TOPOLOGY,
+    Placed,
+    RankOrder,
+    RankRule,
+    held_members,
+    member_paths,
+    rule_for,
+    topology_ranks,
+)
 from ranktable.clusterspec import (
     CLUSTER_FILE,
     HCCL_FILE,
@@ -336,6 +355,8 @@ def explain(
     previous: ClusterSpec | None,
     hccl_version: str = DEFAULT_CHOICE,
     self_register: bool = False,
+    order: RankOrder | None = None,
+    held: ClusterSpec | None = None,
 ) -> Explanation:
     """:func:`decide`'s decision with its reasons per slot, for people (``kubectl ring describe``).
 
@@ -363,7 +384,15 @@ def explain(
         devices = parsed if isinstance(parsed, DeviceAnnotation) else None
         slots.append(Slot(rank, task, index, pod, state, detail, devices))
     ignored = tuple(Ignored(p, _why_ignored(workload, p)) for p in pods if id(p) not in placed)
-    decision = decide(workload, pods, previous=previous, hccl_version=hccl_version, self_register=self_register)
+    decision = decide(
+        workload,
+        pods,
+        previous=previous,
+        hccl_version=hccl_version,
+        self_register=self_register,
+        order=order,
+        held=held,
+    )
     return Explanation(decision=decision, slots=tuple(slots), ignored=ignored)
 
 
@@ -402,6 +431,8 @@ def decide(
     hccl_version: str = DEFAULT_CHOICE,
     size_limit: int = CONFIGMAP_DATA_LIMIT,
     self_register: bool = False,
+    order: RankOrder | None = None,
+    held: ClusterSpec | None = None,
 ) -> Decision:
     """The spec and files for ``workload`` given its pods and the last written spec.
 
@@ -411,6 +442,9 @@ def decide(
     (one of :data:`ranktable.hccl.CHOICES`). ``self_register`` is
     ``--self-registration``: registered members count (a job's own annotation
     overrides it, see :func:`registering`).
+    ``order``: the controller's rank
+    order (None: spec order); ``held``: the last completed spec the caller
+    knows of (``previous`` when that is completed), for topology order.
 
     Cost: one pass over the pods and one over the slots; members are built
     (and the files rendered with them) only when the spec completes, and
@@ -447,12 +481,21 @@ def decide(
     expected = workload.expected
     complete = expected > 0 and len(counting) == expected and not invalid
     super_pods: dict[str, str] = {}
+    rule = _rule(workload, order, problems)
+    levels: tuple[str, ...] = ()
+    paths: dict[str, tuple[str, ...]] = {}
     if complete:
+        if rule == RULE_TOPOLOGY and order is not None:
+            counting, levels, paths = _topology(counting, order, previous if previous and previous.completed else held)
         counting = _by_rank_index(counting, problems)
         if version == VERSION_1_2:
             super_pods, unfit_pods = _super_pods(workload, counting, problems)
             complete = not unfit_pods
-    listed = tuple(_member(*c, super_pod=super_pods.get(c[3].name, "")) for c in counting) if complete else ()
+    listed = (
+        tuple(_member(*c, super_pod=super_pods.get(c[3].name, ""), topology=paths.get(c[3].uid, ())) for c in counting)
+        if complete
+        else ()
+    )
     epoch = previous.epoch if previous is not None else 0
     if listed != (previous.members if previous is not None else ()):
         epoch += 1
@@ -462,6 +505,8 @@ def decide(
         epoch=epoch,
         expected=expected,
         members=listed,
+        rank_order=RULE_TOPOLOGY if paths else "",
+        topology_keys=levels,
     )
     data = {CLUSTER_FILE: spec_to_json(spec)}
     if wants_devices or any(a is not None and a.devices for *_, a in counting):
@@ -477,6 +522,42 @@ def decide(
     if size > size_limit or invalid:
         return Decision(spec=spec, data=None, ready=len(counting), problems=tuple(problems))
     return Decision(spec=spec, data=data, ready=len(counting), problems=tuple(problems))
+
+
+def _rule(workload: WorkloadRecord, order: RankOrder | None, problems: list[Problem]) -> RankRule:
+    """The job's rank rule: its annotation's, else the controller's (a bad annotation is a Problem)."""
+    rule, error = rule_for(workload.rank_order, order.rule if order is not None else RULE_SPEC)
+    if error is not None:
+        problems.append(Problem("invalid_rank_order", f"{workload.kind} {workload.name}: {error}"))
+    return rule
+
+
+def _topology(
+    counting: list[Counting], order: RankOrder, held: ClusterSpec | None
+) -> tuple[list[Counting], tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """``counting`` (in spec order) re-ranked by topology (:func:`model.topology.topology_ranks`);
+    the levels of the paths and each member's path by pod uid."""
+    levels, placed_paths = member_paths(
+        order.keys,
+        [(c[3].node, order.node_path(c[3].node)) for c in counting],
+        [str(c[4].super_pod_id) if c[4] is not None and c[4].super_pod_id is not None else None for c in counting],
+    )
+    placed = [Placed((c[1], c[2]), c[3].uid, path) for c, path in zip(counting, placed_paths, strict=True)]
+    before: tuple[Member, ...] = ()
+    if held is not None and held.completed and held.rank_order == RULE_TOPOLOGY:
+        before = held.members
+    ranks, paths = topology_ranks(
+        placed,
+        held_members([((m.task, m.index), m.uid, m.rank, m.topology) for m in before], held.topology_keys, levels)
+        if held is not None and before
+        else (),
+    )
+    moved = [(rank, *c[1:]) for c, rank in zip(counting, ranks, strict=True)]
+    return (
+        sorted(moved, key=lambda c: c[0]),
+        levels,
+        {c[3].uid: path for c, path in zip(counting, paths, strict=True)},
+    )
 
 
 def _by_rank_index(counting: list[Counting], problems: list[Problem]) -> list[Counting]:
@@ -537,7 +618,14 @@ def _super_pods(
 
 
 def _member(
-    rank: int, task: str, index: int, pod: PodRecord, annotation: DeviceAnnotation | None, *, super_pod: str = ""
+    rank: int,
+    task: str,
+    index: int,
+    pod: PodRecord,
+    annotation: DeviceAnnotation | None,
+    *,
+    super_pod: str = "",
+    topology: tuple[str, ...] = (),
 ) -> Member:
     return Member(
         rank=rank,
@@ -555,4 +643,5 @@ def _member(
         host_ip=(annotation.host_ip or pod.host_ip) if annotation is not None else "",
         super_pod=super_pod,
         hardware=(pod.hardware or "") if annotation is not None else "",
+        topology=topology,
     )

@@ -362,6 +362,7 @@ def _event_reason(reason: str) -> str:
         "invalid_slots": "InvalidSlots",
         "invalid_rank_index": "InvalidRankIndex",
         "invalid_super_pod": "InvalidSuperPod",
+        "invalid_rank_order": "InvalidRankOrder",
         "invalid_workload": "InvalidWorkload",
         "too_large": "SpecTooLarge",
         "foreign_configmap": "ForeignConfigMap",

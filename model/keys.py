@@ -58,6 +58,11 @@ REGISTERED_ANNOTATION: Final = clusterspec.REGISTERED_ANNOTATION
 #: counting registered members, whatever ``--self-registration`` says.
 SELF_REGISTER_ANNOTATION: Final = "ring-controller.io/self-register"
 
+#: Workload annotation choosing the job's rank order: ``spec`` (task order,
+#: then index) or ``topology`` (the nodes' topology path, then spec order; see
+#: :mod:`model.topology`). Absent: the controller's ``--rank-order``.
+RANK_ORDER_ANNOTATION: Final = "ring-controller.io/rank-order"
+
 # Member ports ---------------------------------------------------------------
 
 #: Container port names, first found wins (ours, then TFJob's).

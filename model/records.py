@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, NewType
 
 from model.ascend import AscendJob, ascend_job
-from model.keys import CONFIGMAP_PREFIX, SELF_REGISTER_ANNOTATION
+from model.keys import CONFIGMAP_PREFIX, RANK_ORDER_ANNOTATION, SELF_REGISTER_ANNOTATION
 from ranktable.clusterspec import JobRef
 
 #: ``<kind-short>/<namespace>/<name>``, e.g. ``vcjob/default/mnist``: the unit
@@ -100,6 +100,8 @@ class WorkloadRecord:
     JobSet), so their owner uid is not compared with ``uid``. ``served``
     False: the workload is run for another one (a TrainJob's JobSet) and only
     lends it its version. ``ascend`` holds what its rank table depends on.
+    ``rank_order`` is its :data:`~model.keys.RANK_ORDER_ANNOTATION` (None:
+    absent), checked where it is applied (:func:`model.topology.rule_for`).
     """
 
     key: JobKey
@@ -120,6 +122,7 @@ class WorkloadRecord:
     #: The job's own choice on self-registration (annotation
     #: :data:`model.keys.SELF_REGISTER_ANNOTATION`), None: the controller's flag decides.
     self_register: bool | None = None
+    rank_order: str | None = None
 
     @property
     def expected(self) -> int:
@@ -277,6 +280,9 @@ def workload(raw: dict[str, Any], *, short: str, kind: str, api_version: str, **
     namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
     fields.setdefault("ascend", ascend_job(meta, fields.get("tasks", ())))
     fields.setdefault("self_register", self_register_choice(meta.get("annotations") or {}))
+    annotations = meta.get("annotations") or {}
+    if RANK_ORDER_ANNOTATION in annotations:
+        fields.setdefault("rank_order", str(annotations[RANK_ORDER_ANNOTATION]))
     return WorkloadRecord(
         key=job_key(short, namespace, name),
         kind=kind,

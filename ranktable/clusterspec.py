@@ -159,6 +159,12 @@ class Member:
     host_ip: str = dataclass_field(default="", compare=False)
     super_pod: str = dataclass_field(default="", compare=False)
     hardware: str = dataclass_field(default="", compare=False)
+    #: The member's topology path (one value per level of the spec's
+    #: ``topology_keys``) when the spec is topology-ordered, else empty.
+    #: Written into ``cluster.json`` to explain the order; like the fields
+    #: above it takes no part in comparisons (the epoch follows membership
+    #: and addresses, not node labels).
+    topology: tuple[str, ...] = dataclass_field(default=(), compare=False)
 
     @property
     def address(self) -> str:
@@ -186,7 +192,10 @@ class ClusterSpec:
 
     ``members`` is ordered by rank. ``epoch`` increases whenever membership or
     any address changes; ``expected`` is the number of members the workload
-    asks for.
+    asks for. ``rank_order`` is ``"topology"`` when the ranks follow the
+    members' topology paths (``topology_keys`` then names the levels of each
+    member's ``topology``), ``""`` when they follow the workload spec (the
+    default, written as nothing, so such specs keep their text).
     """
 
     status: Status
@@ -194,6 +203,8 @@ class ClusterSpec:
     epoch: int
     expected: int
     members: tuple[Member, ...]
+    rank_order: str = ""
+    topology_keys: tuple[str, ...] = ()
 
     @property
     def completed(self) -> bool:
@@ -228,8 +239,9 @@ def validate_spec(spec: ClusterSpec) -> None:
     a non-negative version; non-negative epoch and expected; members with
     strictly increasing ranks in ``0..expected-1``, unique pods and unique
     ``(task, index)``; valid IPs, ports in 1..65535, canonical device ids,
-    unique devices per member; and ``completed`` only with all ``expected``
-    members present.
+    unique devices per member; a topology path of one value per level for
+    each member of a topology-ordered spec (none otherwise); and
+    ``completed`` only with all ``expected`` members present.
     """
     if spec.status not in STATUSES:
         raise SpecError(f"status: {spec.status!r} is not one of {', '.join(STATUSES)}")
@@ -259,6 +271,13 @@ def validate_spec(spec: ClusterSpec) -> None:
         if (member.task, member.index) in slots:
             raise SpecError(f"{where}: task {member.task!r} index {member.index} appears twice")
         slots.add((member.task, member.index))
+    if spec.rank_order not in ("", "topology"):
+        raise SpecError(f"rankOrder: {spec.rank_order!r} is not topology (or absent)")
+    for position, member in enumerate(spec.members):
+        if len(member.topology) != (len(spec.topology_keys) if spec.rank_order else 0):
+            raise SpecError(
+                f"members[{position}].topology: {len(member.topology)} values for {len(spec.topology_keys)} topologyKeys"
+            )
     if spec.status == STATUS_COMPLETED and len(spec.members) != spec.expected:
         raise SpecError(f"status is completed but members holds {len(spec.members)} of {spec.expected} expected")
 
@@ -376,9 +395,11 @@ def spec_to_dict(spec: ClusterSpec) -> dict[str, Any]:
                 "host": m.host,
                 "devices": [{"id": d.device_id, "ip": d.device_ip} for d in m.devices],
                 **({"slots": m.slots} if m.slots != DEFAULT_SLOTS else {}),
+                **({"topology": list(m.topology)} if spec.rank_order else {}),
             }
             for m in spec.members
         ],
+        **({"rankOrder": spec.rank_order, "topologyKeys": list(spec.topology_keys)} if spec.rank_order else {}),
     }
 
 
@@ -421,12 +442,17 @@ def spec_from_json(text: str) -> ClusterSpec:
     if not isinstance(members_raw, list):
         raise SpecError(f"members: expected a list, got {_kind(members_raw)}")
     members = tuple(_member(item, f"members[{i}]") for i, item in enumerate(members_raw))
+    rank_order = obj.get("rankOrder", "")
+    if not isinstance(rank_order, str):
+        raise SpecError(f"rankOrder: expected a string, got {_kind(rank_order)}")
     spec = ClusterSpec(
         status=cast(Status, _str(obj, "status", "")),  # validate_spec checks it
         job=job,
         epoch=_int(obj, "epoch", ""),
         expected=_int(obj, "expected", ""),
         members=members,
+        rank_order=rank_order,
+        topology_keys=_strings(obj, "topologyKeys", "") if rank_order else (),
     )
     validate_spec(spec)
     return spec
@@ -448,6 +474,7 @@ def _member(raw: object, where: str) -> Member:
     host = obj.get("host", "")
     if not isinstance(host, str):
         raise SpecError(f"{prefix}host: expected a string, got {_kind(host)}")
+    topology = _strings(obj, "topology", prefix)
     slots = obj.get("slots", DEFAULT_SLOTS)
     if isinstance(slots, bool) or not isinstance(slots, int):
         raise SpecError(f"{prefix}slots: expected an integer, got {_kind(slots)}")
@@ -464,7 +491,16 @@ def _member(raw: object, where: str) -> Member:
         host=host,
         devices=tuple(devices),
         slots=slots,
+        topology=topology,
     )
+
+
+def _strings(obj: dict[str, Any], key: str, prefix: str) -> tuple[str, ...]:
+    """An optional list of strings (absent: empty)."""
+    value = obj.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SpecError(f"{prefix}{key}: expected a list of strings")
+    return tuple(value)
 
 
 def _kind(value: object) -> str:

@@ -23,6 +23,7 @@ from model.keys import (
     PORT_ANNOTATION,
     PORT_ENV,
     PORT_NAMES,
+    RANK_ORDER_ANNOTATION,
     SLOTS_ANNOTATION,
     SLOTS_ENV,
 )
@@ -99,6 +100,10 @@ PROBLEM_HINTS: Final[dict[str, str]] = {
     "configmap_taken": "Another job's spec is in that ConfigMap: give this workload its own rings-config volume.",
     "invalid_rank_index": "The hccl/rankIndex annotations are partial, duplicate or gapped: ranks follow the job spec.",
     "invalid_super_pod": "A super-pod-rank annotation is not an integer: fix it on the pod.",
+    "invalid_rank_order": (
+        f"The workload's {RANK_ORDER_ANNOTATION} annotation is neither spec nor topology: "
+        "fix it; until then the controller's --rank-order applies."
+    ),
 }
 
 
