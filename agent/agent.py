@@ -38,6 +38,7 @@ from agent.events import EventCorrelator
 from agent.metrics import AgentMetrics, private
 from agent.worker import JobWorker, WorkerStatus
 from model.records import ConfigMapRecord, JobKey, ObjectKey, PodRecord, WorkloadRecord, object_key
+from model.topology import RankOrder
 from ranktable.hccl import DEFAULT_CHOICE
 
 log = structlog.get_logger()
@@ -157,8 +158,12 @@ class Agent:
         touch_pods: bool = True,
         self_register: bool = False,
         metrics: AgentMetrics | None = None,
+        order: RankOrder | None = None,
+        pods_on_node: Callable[[str], list[PodRecord]] | None = None,
     ) -> None:
         self._api = api
+        self._order = order
+        self._pods_on_node = pods_on_node
         self._touch_pods = touch_pods
         self._self_register = self_register
         #: Where the agent, its workers and its Events count (default: a private registry).
@@ -197,6 +202,13 @@ class Agent:
         if record is not None and record.job is not None and old != new:
             self._enqueue(record.job)
 
+    def on_node(self, name: str) -> None:
+        """A node's topology path changed (or it appeared or went): its jobs' ranks may follow."""
+        if self._pods_on_node is None:
+            return
+        for job in {p.job for p in self._pods_on_node(name) if p.job is not None}:
+            self._enqueue(job)
+
     # The sync. ----------------------------------------------------------------
 
     async def sync(self, key: JobKey) -> Result:
@@ -226,7 +238,7 @@ class Agent:
         before = worker.status
         cm = self._configmap(object_key(workload.namespace, workload.configmap))
         try:
-            await worker.sync(workload, self._pods(key), cm, last_ready=self._last_ready.get(key))
+            await worker.sync(workload, self._pods(key), cm, last_ready=self._last_ready.get(key), order=self._order)
         finally:
             if worker.status != before:
                 self._count(before, -1)

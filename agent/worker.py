@@ -42,6 +42,7 @@ from agent.metrics import AgentMetrics, private
 from model.configmap import configmap_body, configmap_record
 from model.keys import EPOCH_ANNOTATION
 from model.records import ConfigMapRecord, PodRecord, WorkloadRecord
+from model.topology import RankOrder
 from ranktable.clusterspec import CLUSTER_FILE, STATUS_COMPLETED, ClusterSpec, SpecError, spec_from_json
 from ranktable.hccl import DEFAULT_CHOICE
 
@@ -123,6 +124,10 @@ class JobWorker:
         self.status: WorkerStatus = STATUS_UNSETTLED
         self._reported: set[tuple[str, str]] = set()
         self._completed_epoch: int | None = None
+        # The last completed spec settled: while a replaced member comes up the
+        # ConfigMap holds an initializing spec, and topology order needs the
+        # ranks held before (model.topology).
+        self._held: ClusterSpec | None = None
 
     async def sync(
         self,
@@ -131,12 +136,13 @@ class JobWorker:
         cm: ConfigMapRecord | None,
         *,
         last_ready: float | None = None,
+        order: RankOrder | None = None,
     ) -> Decision:
         """Bring the ConfigMap of ``workload`` up to date; returns the decision made.
 
         ``cm`` is the informer's copy of the managed ConfigMap (None if it
         has none); ``last_ready`` the monotonic time the last member was seen
-        ready, for the latency metric.
+        ready, for the latency metric; ``order`` the controller's rank order.
         """
         bound = log.bind(job=workload.key, configmap=workload.configmap)
         try:
@@ -148,6 +154,8 @@ class JobWorker:
                     previous=base.spec if base else None,
                     hccl_version=self._hccl_version,
                     self_register=self._self_register,
+                    order=order,
+                    held=self._held,
                 )
                 await self._report(workload, decision.problems, bound.bind(epoch=decision.spec.epoch))
                 if decision.data is None:
@@ -255,6 +263,8 @@ class JobWorker:
         """Record the spec now on the server; announce a newly completed epoch."""
         spec = decision.spec
         self.status = spec.status
+        if spec.status == STATUS_COMPLETED:
+            self._held = spec
         if not decision.problems:
             self._reported.clear()  # a problem that comes back is reported again
         if spec.status != STATUS_COMPLETED or self._completed_epoch == spec.epoch:

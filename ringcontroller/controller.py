@@ -7,7 +7,10 @@ some, see :mod:`ringcontroller.scoped`; one for all namespaces by default):
 - one per workload kind (:data:`model.kinds.KINDS`), label-selected;
 - label-selected pods, indexed by job key;
 - ConfigMaps carrying the controller's own label (its previous writes, so a
-  restart can compare instead of rewriting).
+  restart can compare instead of rewriting);
+- nodes, cluster-wide, each kept as its topology path only (the values of
+  ``--topology-keys``), for topology rank order; not run when that flag is
+  empty. A changed path enqueues the jobs with pods on that node.
 
 Their handlers go to :class:`agent.Agent`, which only enqueues job keys
 (and only once workers run: a standby's queue stays empty).
@@ -57,13 +60,14 @@ from model.kinds import KINDS, WorkloadKind
 from model.pod import pod_record
 from model.records import ConfigMapRecord, JobKey, PodRecord, WorkloadRecord
 from model.serving import serving_workload
+from model.topology import Path, RankOrder, node_path
 from ranktable.backoff import Backoff
 from ranktable.clusterspec import STATUS_COMPLETED
 from ringcontroller import kube
 from ringcontroller.metrics import REGISTRY, agent_metrics, reconcile_metrics, spec_metrics
 from ringcontroller.options import Options
 from ringcontroller.reflector import Reflector
-from ringcontroller.resource import CONFIGMAPS, PODS, RUNTIMES, of_kind
+from ringcontroller.resource import CONFIGMAPS, NODES, PODS, RUNTIMES, of_kind
 from ringcontroller.scoped import Scoped
 from ringcontroller.workqueue import ShutDown, WorkQueue
 
@@ -110,7 +114,7 @@ class Controller:
                 PODS,
                 transform=partial(pod_record, default_port=options.default_port),
                 label_selector=options.label_key,
-                indexers={"job": lambda p: [p.job] if p.job else []},
+                indexers={"job": lambda p: [p.job] if p.job else [], "node": lambda p: [p.node] if p.node else []},
                 namespace=ns,
                 registry=REGISTRY,
                 **_handlers(self._on_pod),
@@ -129,6 +133,20 @@ class Controller:
             ),
             namespaces,
         )
+        # Cluster-scoped, unlabelled: the topology path of every node (a tuple of label values).
+        self.nodes: Reflector[Path] | None = (
+            Reflector(
+                api,
+                NODES,
+                transform=partial(node_path, keys=options.topology_keys),
+                registry=REGISTRY,
+                on_add=lambda name, _new: self.agent.on_node(name),
+                on_update=lambda name, old, new: self.agent.on_node(name) if old != new else None,
+                on_delete=lambda name, _old: self.agent.on_node(name),
+            )
+            if options.topology_keys
+            else None
+        )
         self.agent = Agent(
             api=self.kube_api,
             enqueue=self._enqueue,
@@ -140,6 +158,8 @@ class Controller:
             touch_pods=options.touch_pods,
             self_register=options.self_registration,
             metrics=agent_metrics(REGISTRY),
+            order=RankOrder(rule=options.rank_order, keys=options.topology_keys, node_path=self._node_path),  # type: ignore[arg-type]
+            pods_on_node=lambda name: [p for r in self.pods for p in r.store.by_index("node", name)],
         )
         self._informers: list[asyncio.Task[None]] = []
         self._workers: list[asyncio.Task[None]] = []
@@ -178,6 +198,9 @@ class Controller:
     def _on_configmap(self, old: ConfigMapRecord | None, new: ConfigMapRecord | None) -> None:
         self.agent.on_configmap(old, new)
 
+    def _node_path(self, name: str) -> Path | None:
+        return self.nodes.store.get(name) if self.nodes else None
+
     def _enqueue(self, key: JobKey) -> None:
         # A standby keeps its caches but queues nothing: start_workers
         # enqueues every workload when this process starts leading.
@@ -208,7 +231,8 @@ class Controller:
     def reflectors(self) -> list[Reflector[Any]]:
         """Every informer of this controller."""
         runtimes = [self.runtimes] if self.runtimes else []
-        return [*(r for s in self.workloads.values() for r in s), *runtimes, *self.pods, *self.configmaps]
+        nodes = [self.nodes] if self.nodes else []
+        return [*(r for s in self.workloads.values() for r in s), *runtimes, *nodes, *self.pods, *self.configmaps]
 
     def synced(self) -> bool:
         """True once every informer has listed (the /readyz condition)."""

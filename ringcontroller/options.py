@@ -10,7 +10,8 @@ import argparse
 import re
 from dataclasses import dataclass
 
-from model.keys import DEFAULT_LABEL_KEY, DEFAULT_PORT
+from model.keys import DEFAULT_LABEL_KEY, DEFAULT_PORT, RANK_ORDER_ANNOTATION
+from model.topology import DEFAULT_TOPOLOGY_KEYS, RULE_SPEC, RULES, parse_keys
 from ranktable.hccl import CHOICES, DEFAULT_CHOICE
 
 VERSION = "0.1.0"
@@ -85,6 +86,17 @@ class Options:
     shutdown_timeout: float
     touch_pods: bool = True
     self_registration: bool = False
+    rank_order: str = "spec"
+    """``--rank-order``: the rule for jobs without the rank-order annotation."""
+    topology_keys: tuple[str, ...] = DEFAULT_TOPOLOGY_KEYS
+    """``--topology-keys``: node label keys of the topology path; empty: nodes are not watched."""
+
+
+def _topology_keys(text: str) -> tuple[str, ...]:
+    try:
+        return parse_keys(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -146,6 +158,24 @@ def parser() -> argparse.ArgumentParser:
         "ring-controller.io/registered, which build/launcher-rbac.yaml lets the pod set and nothing else), "
         "before the kubelet reports it Running (about a second earlier); a workload's annotation "
         'ring-controller.io/self-register: "true" or "false" overrides this per job',
+    )
+    p.add_argument(
+        "--rank-order",
+        choices=RULES,
+        default=RULE_SPEC,
+        help="how jobs without the annotation " + RANK_ORDER_ANNOTATION + " are ranked: spec (task order, then "
+        "index) or topology (by the topology path of each member's node, then spec order: ring neighbours are "
+        "network neighbours); the annotation (spec or topology) on a workload overrides it",
+    )
+    p.add_argument(
+        "--topology-keys",
+        type=_topology_keys,
+        default=DEFAULT_TOPOLOGY_KEYS,
+        metavar="KEY[,KEY...]",
+        help="node label keys of the topology path, outermost first (default: region, zone, the EKS, GKE, "
+        "Topograph and Kueue-example network levels, kubernetes.io/hostname; see docs/operating.md). The "
+        "controller watches nodes (get/list/watch) to read them; an empty value stops that, and topology "
+        "order then groups members by node name only",
     )
     p.add_argument("--default-port", type=int, default=DEFAULT_PORT, help="member port when the pod names none")
     p.add_argument("--metrics-bind-address", default=":8080", help="address of /metrics; '0' disables")
@@ -223,4 +253,6 @@ def parse(argv: list[str] | None = None) -> Options:
         shutdown_timeout=a.shutdown_timeout,
         touch_pods=a.touch_pods,
         self_registration=a.self_registration,
+        rank_order=a.rank_order,
+        topology_keys=a.topology_keys,
     )

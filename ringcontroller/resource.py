@@ -14,7 +14,7 @@ from urllib.parse import quote
 from model import trainjob
 from model.kinds import WorkloadKind
 
-__all__ = ["CONFIGMAPS", "EVENTS", "LEASES", "PODS", "RUNTIMES", "VOLCANO_JOBS", "Resource", "of_kind"]
+__all__ = ["CONFIGMAPS", "EVENTS", "LEASES", "NODES", "PODS", "RUNTIMES", "VOLCANO_JOBS", "Resource", "of_kind"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +50,8 @@ class Resource:
 PODS: Final = Resource("", "v1", "pods")
 CONFIGMAPS: Final = Resource("", "v1", "configmaps")
 EVENTS: Final = Resource("", "v1", "events")
+#: Nodes (cluster-scoped): their labels give the topology path (:mod:`model.topology`).
+NODES: Final = Resource("", "v1", "nodes", namespaced=False)
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
 VOLCANO_JOBS: Final = Resource("batch.volcano.sh", "v1alpha1", "jobs")
 #: Kubeflow Trainer's ClusterTrainingRuntimes (cluster-scoped): where a TrainJob without numNodes finds its count.

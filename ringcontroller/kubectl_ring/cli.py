@@ -20,10 +20,11 @@ from collections.abc import Sequence
 from typing import Final
 
 from model import trainjob
-from model.keys import DEFAULT_LABEL_KEY, DEFAULT_PORT, MANAGED_LABEL, MANAGED_VALUE
+from model.keys import DEFAULT_LABEL_KEY, DEFAULT_PORT, MANAGED_LABEL, MANAGED_VALUE, RANK_ORDER_ANNOTATION
 from model.kinds import KINDS
 from model.pod import pod_record
 from model.records import key_of, object_key
+from model.topology import DEFAULT_TOPOLOGY_KEYS, RULE_TOPOLOGY, RULES, RankOrder, parse_keys
 from ranktable.clusterspec import PodNotInSpec, SpecError
 from ranktable.hccl import CHOICES, DEFAULT_CHOICE
 from ringcontroller.kubectl_ring import render
@@ -38,7 +39,7 @@ from ringcontroller.kubectl_ring.api import (
     ReadError,
 )
 from ringcontroller.kubectl_ring.jobs import JobView, Snapshot, find, launch_setup, pod_env, views
-from ringcontroller.resource import RUNTIMES, of_kind
+from ringcontroller.resource import NODES, RUNTIMES, of_kind
 
 EXIT_OK: Final = 0
 EXIT_ERROR: Final = 1
@@ -98,6 +99,19 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         choices=CHOICES,
         default=DEFAULT_CHOICE,
         help=f"the controller's --ranktable-version (default {DEFAULT_CHOICE})",
+    )
+    group.add_argument(
+        "--rank-order",
+        choices=RULES,
+        default="spec",
+        help="the controller's --rank-order (default spec)",
+    )
+    group.add_argument(
+        "--topology-keys",
+        type=parse_keys,
+        default=DEFAULT_TOPOLOGY_KEYS,
+        metavar="KEY[,KEY...]",
+        help="the controller's --topology-keys (default: the controller's default)",
     )
     group.add_argument(
         "--request-timeout",
@@ -178,10 +192,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         reader.close()
 
 
-def read(reader: Reader, namespace: str | None, *, label_key: str) -> Snapshot:
-    """Every labelled workload and pod in ``namespace`` (None: all), the managed ConfigMaps and the runtimes used.
+def read(reader: Reader, namespace: str | None, *, label_key: str, rank_order: str = "spec") -> Snapshot:
+    """Every labelled workload and pod in ``namespace`` (None: all), the managed ConfigMaps and the runtimes used;
+    the nodes too when a job is topology-ordered (``rank_order`` is the controller's rule).
 
     Kinds whose CRD is not installed are skipped, as the controller skips them.
+    Nodes that cannot be read (no permission) leave the paths unknown, with a note.
     """
     workloads: list[tuple[str, Json]] = []
     for kind in KINDS:
@@ -201,7 +217,19 @@ def read(reader: Reader, namespace: str | None, *, label_key: str) -> Snapshot:
         key_of(cm): cm
         for cm in reader.items(CONFIGMAPS, namespace=namespace, label_selector=f"{MANAGED_LABEL}={MANAGED_VALUE}")
     }
-    return Snapshot(workloads=tuple(workloads), pods=tuple(pods), configmaps=configmaps, runtimes=runtimes)
+    nodes: list[Json] = []
+    if any(_rank_order(raw, rank_order) == RULE_TOPOLOGY for _, raw in workloads):
+        try:
+            nodes = reader.items(NODES, namespace=None)
+        except ReadError as err:
+            print(f"note: nodes not readable ({err}): topology paths are unknown", file=sys.stderr)
+    return Snapshot(
+        workloads=tuple(workloads), pods=tuple(pods), configmaps=configmaps, runtimes=runtimes, nodes=tuple(nodes)
+    )
+
+
+def _rank_order(raw: Json, default: str) -> str:
+    return str(((raw.get("metadata") or {}).get("annotations") or {}).get(RANK_ORDER_ANNOTATION, default)).strip()
 
 
 def _views(
@@ -209,7 +237,7 @@ def _views(
 ) -> list[JobView]:
     """The job views in ``namespace``; only those of workloads called ``name`` when given
     (``describe`` and ``env`` explain one job, not every job around it)."""
-    snapshot = read(reader, namespace, label_key=args.label_key)
+    snapshot = read(reader, namespace, label_key=args.label_key, rank_order=args.rank_order)
     if name is not None:
         named = tuple(w for w in snapshot.workloads if (w[1].get("metadata") or {}).get("name") == name)
         snapshot = dataclasses.replace(snapshot, workloads=named)
@@ -223,16 +251,18 @@ def _views(
             if cm is not None:
                 extra[key] = cm
     if len(extra) != len(snapshot.configmaps):
-        snapshot = Snapshot(
-            workloads=snapshot.workloads, pods=snapshot.pods, configmaps=extra, runtimes=snapshot.runtimes
-        )
+        snapshot = dataclasses.replace(snapshot, configmaps=extra)
         found = _compute(snapshot, args)
     return found
 
 
 def _compute(snapshot: Snapshot, args: argparse.Namespace) -> list[JobView]:
     return views(
-        snapshot, label_key=args.label_key, default_port=args.default_port, hccl_version=args.ranktable_version
+        snapshot,
+        label_key=args.label_key,
+        default_port=args.default_port,
+        hccl_version=args.ranktable_version,
+        order=RankOrder(rule=args.rank_order, keys=args.topology_keys),
     )
 
 

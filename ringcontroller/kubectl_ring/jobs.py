@@ -26,6 +26,7 @@ from model.kinds import KINDS, WorkloadKind
 from model.pod import pod_record
 from model.records import ConfigMapRecord, JobKey, PodRecord, WorkloadRecord, object_key
 from model.serving import serving_workload
+from model.topology import RULE_SPEC, RankOrder, RankRule, node_path, rule_for
 from ranktable.clusterspec import CLUSTER_FILE, HCCL_FILE, ClusterSpec, SpecError, spec_from_json
 from ranktable.hccl import DEFAULT_CHOICE
 from ranktable.launcher import launch_env, launch_options
@@ -51,7 +52,8 @@ class Snapshot:
     ``pods``: every labelled pod; ``configmaps``: by ``namespace/name``, the
     managed ConfigMaps and any other the jobs name; ``runtimes``: the
     ``numNodes`` of each ClusterTrainingRuntime a TrainJob refers to (None:
-    absent or without one).
+    absent or without one); ``nodes``: the nodes, read only when a job is
+    topology-ordered (their labels give the topology paths).
     """
 
     workloads: tuple[tuple[str, Json], ...]
@@ -59,6 +61,7 @@ class Snapshot:
     configmaps: Mapping[str, Json] = field(default_factory=dict)
     runtimes: Mapping[str, int | None] = field(default_factory=dict)
     events: tuple[Json, ...] = ()
+    nodes: tuple[Json, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,7 @@ class JobView:
     blocker: Problem | None
     explanation: Explanation
     spec_time: str
+    rank_rule: RankRule = RULE_SPEC
 
     @property
     def status(self) -> ShownStatus:
@@ -129,8 +133,16 @@ def views(
     label_key: str,
     default_port: int = DEFAULT_PORT,
     hccl_version: str = DEFAULT_CHOICE,
+    order: RankOrder | None = None,
 ) -> list[JobView]:
-    """One view per served job in ``snapshot``, sorted by namespace, kind and name."""
+    """One view per served job in ``snapshot``, sorted by namespace, kind and name.
+
+    ``order``: the controller's ``--rank-order`` and ``--topology-keys`` (its
+    ``node_path`` is replaced by the snapshot's nodes).
+    """
+    if order is not None:
+        paths = {str((n.get("metadata") or {}).get("name", "")): node_path(n, order.keys) for n in snapshot.nodes}
+        order = RankOrder(rule=order.rule, keys=order.keys, node_path=paths.get)
     by_short = {k.short: k for k in KINDS}
     records: dict[tuple[str, str], WorkloadRecord] = {}
     for short, raw in snapshot.workloads:
@@ -159,6 +171,7 @@ def views(
                 {p.name: raw for p, raw in members},
                 snapshot.configmaps.get(object_key(workload.namespace, workload.configmap)),
                 hccl_version=hccl_version,
+                order=order,
             )
         )
     out.sort(key=lambda v: (v.workload.namespace, v.kind.short, v.workload.name))
@@ -172,6 +185,7 @@ def job_view(
     raw_configmap: Json | None,
     *,
     hccl_version: str = DEFAULT_CHOICE,
+    order: RankOrder | None = None,
 ) -> JobView:
     """The view of one served workload given its pods and its ConfigMap (None: absent)."""
     cm = configmap_record(raw_configmap) if raw_configmap is not None else None
@@ -187,7 +201,8 @@ def job_view(
                 written = spec_from_json(text)
             except SpecError as err:
                 error = f"ConfigMap {cm.name}: {err}"
-    explanation = explain(workload, pods, previous=written, hccl_version=hccl_version)
+    explanation = explain(workload, pods, previous=written, hccl_version=hccl_version, order=order)
+    rule, _ = rule_for(workload.rank_order, order.rule if order is not None else RULE_SPEC)
     return JobView(
         kind=kind_of(workload),
         workload=workload,
@@ -198,6 +213,7 @@ def job_view(
         blocker=blocker,
         explanation=explanation,
         spec_time=last_write(raw_configmap) if raw_configmap is not None else "",
+        rank_rule=rule,
     )
 
 

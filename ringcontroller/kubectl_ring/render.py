@@ -170,8 +170,19 @@ def job_data(view: JobView) -> Json:
         "expected": view.workload.expected,
         "configMap": view.workload.configmap,
         "specWritten": view.spec_time or None,
+        "rankOrder": view.rank_rule,
+        "topologyKeys": list(view.written.topology_keys) if view.written is not None else [],
         "members": [
-            {"rank": m.rank, "task": m.task, "index": m.index, "pod": m.pod, "ip": m.ip, "port": m.port, "node": m.node}
+            {
+                "rank": m.rank,
+                "task": m.task,
+                "index": m.index,
+                "pod": m.pod,
+                "ip": m.ip,
+                "port": m.port,
+                "node": m.node,
+                **({"topology": list(m.topology)} if view.written is not None and view.written.rank_order else {}),
+            }
             for m in (view.written.members if view.written is not None else ())
         ],
         "waiting": [
@@ -302,6 +313,7 @@ def describe_text(view: JobView, *, events: Sequence[Json] = (), label_key: str,
     elif view.written_error:
         field.append(("Spec", f"unreadable: {view.written_error}"))
     field.append(("Members", f"{view.ready}/{w.expected} count"))
+    field.append(("Rank order", rank_order_text(view)))
     width = max(len(k) for k, _ in field) + 2
     out += [f"{k + ':':<{width}}{v}" for k, v in field]
 
@@ -309,6 +321,7 @@ def describe_text(view: JobView, *, events: Sequence[Json] = (), label_key: str,
     out.append("")
     if complete and view.written is not None:
         out.append("Members (rank order):")
+        topology = bool(view.written.rank_order)
         rows = [
             [
                 str(m.rank),
@@ -318,12 +331,12 @@ def describe_text(view: JobView, *, events: Sequence[Json] = (), label_key: str,
                 f"{m.ip}:{m.port}",
                 m.node or "-",
                 ",".join(d.device_id for d in m.devices) or "-",
+                *(["/".join(v or "-" for v in m.topology) or "-"] if topology else []),
             ]
             for m in view.written.members
         ]
-        out.append(
-            _table(["RANK", "TASK", "INDEX", "POD", "ADDRESS", "NODE", "DEVICES"], rows, indent="  ").rstrip("\n")
-        )
+        header = ["RANK", "TASK", "INDEX", "POD", "ADDRESS", "NODE", "DEVICES", *(["TOPOLOGY"] if topology else [])]
+        out.append(_table(header, rows, indent="  ").rstrip("\n"))
     else:
         out.append("Members (rank order, as the controller sees them now):")
         rows = [
@@ -372,6 +385,18 @@ def describe_text(view: JobView, *, events: Sequence[Json] = (), label_key: str,
     out.append("What you can do:")
     out += [f"  - {h}" for h in advice(view, label_key=label_key)]
     return "\n".join(out) + "\n"
+
+
+def rank_order_text(view: JobView) -> str:
+    """The rule the job's ranks follow, as ``describe`` shows it (with the topology levels once written)."""
+    annotated = view.workload.rank_order is not None
+    source = f"annotation {RANK_ORDER_ANNOTATION}" if annotated else "the controller's --rank-order"
+    if view.rank_rule != "topology":
+        return f"spec (task order, then index; {source})"
+    written = view.written
+    levels = " / ".join(written.topology_keys) if written is not None and written.rank_order else ""
+    where = f"; TOPOLOGY column: {levels}" if levels else ""
+    return f"topology (the nodes' topology path, then spec order; {source}{where})"
 
 
 def advice(view: JobView, *, label_key: str) -> list[str]:

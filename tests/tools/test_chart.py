@@ -147,11 +147,15 @@ def test_watched_namespaces_give_roles_in_each_and_no_cluster_wide_write() -> No
     role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["namespace"] == "team-a")
     assert _grants(cluster_role["rules"]) - _grants(role["rules"]) == {
         ("trainer.kubeflow.org", "clustertrainingruntimes", v) for v in ("get", "list", "watch")
-    }
-    # The one cluster-wide grant left: reading the cluster-scoped runtimes.
-    (runtimes,) = [d for d in docs if d["kind"] == "ClusterRole"]
-    assert _grants(runtimes["rules"]) == {
+    } | {("", "nodes", v) for v in ("get", "list", "watch")}
+    # The cluster-wide grants left: reading the cluster-scoped runtimes and nodes.
+    cluster_roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
+    assert set(cluster_roles) == {"ring-controller-training-runtimes", "ring-controller-nodes"}
+    assert _grants(cluster_roles["ring-controller-training-runtimes"]["rules"]) == {
         ("trainer.kubeflow.org", "clustertrainingruntimes", v) for v in ("get", "list", "watch")
+    }
+    assert _grants(cluster_roles["ring-controller-nodes"]["rules"]) == {
+        ("", "nodes", v) for v in ("get", "list", "watch")
     }
     assert parse(_args(docs)).namespaces == ("team-a", "team-b")
 
@@ -177,6 +181,7 @@ def test_watched_namespaces_give_roles_in_each_and_no_cluster_wide_write() -> No
         ({"rankTableVersion": "2.0", "workers": 4}, lambda o: (o.ranktable_version, o.workers) == ("2.0", 4)),
         ({"touchPods": False}, lambda o: not o.touch_pods),
         ({"selfRegistration": True}, lambda o: o.self_registration),
+        ({"rankOrder": "topology"}, lambda o: o.rank_order == "topology"),
         ({"replicas": 1, "leaderElection": {"enabled": False}}, lambda o: not o.leader_elect),
         ({"extraArgs": ["--leader-elect-lease-duration=30s"]}, lambda o: o.lease_duration == 30.0),
     ],
@@ -187,6 +192,7 @@ def test_watched_namespaces_give_roles_in_each_and_no_cluster_wide_write() -> No
         "ranktable-workers",
         "no-touch",
         "self-registration",
+        "rank-order",
         "no-election",
         "extra",
     ],

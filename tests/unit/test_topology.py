@@ -236,3 +236,17 @@ def test_every_permutation_of_the_input_gives_one_order_of_paths(n: int) -> None
         ranks, _ = topology_ranks(items)
         seen.add(tuple(by_rank(items, ranks)))
     assert len(seen) == 1
+
+
+def test_controller_flags() -> None:
+    from ringcontroller.options import parse
+
+    default = parse([])
+    assert (default.rank_order, default.topology_keys) == ("spec", DEFAULT_TOPOLOGY_KEYS)
+    chosen = parse(["--rank-order", "topology", "--topology-keys", f"{SPINE},{RACK}"])
+    assert (chosen.rank_order, chosen.topology_keys) == ("topology", (SPINE, RACK))
+    assert parse(["--topology-keys", ""]).topology_keys == ()
+    with pytest.raises(SystemExit, match="^2$"):
+        parse(["--topology-keys", "not a key"])
+    with pytest.raises(SystemExit, match="^2$"):
+        parse(["--rank-order", "nearest"])

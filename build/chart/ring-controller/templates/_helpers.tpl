@@ -51,6 +51,12 @@ each verb is there.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["patch"]
+{{- if .clusterWide }}
+# Nodes' topology labels (topology rank order): read-only.
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["get", "list", "watch"]
+{{- end }}
 # Watched workloads (read-only).
 - apiGroups: ["batch.volcano.sh"]
   resources: ["jobs"]
