@@ -140,6 +140,7 @@ class Controller:
                 NODES,
                 transform=partial(node_path, keys=options.topology_keys),
                 registry=REGISTRY,
+                metadata_only=True,  # labels only: no node status (images, conditions) on the wire
                 on_add=lambda name, _new: self.agent.on_node(name),
                 on_update=lambda name, old, new: self.agent.on_node(name) if old != new else None,
                 on_delete=lambda name, _old: self.agent.on_node(name),

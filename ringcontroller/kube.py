@@ -82,6 +82,13 @@ COMPONENT: Final = "ring-controller"
 """The Event source and reporting component."""
 
 
+#: Accept headers of a metadata-only list and watch (PartialObjectMetadata):
+#: the server sends each object's metadata without spec and status, e.g. the
+#: labels of a Node without its image list and conditions.
+METADATA_LIST: Final = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+METADATA_WATCH: Final = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+
 def _count(registry: CollectorRegistry | None, verb: str, code: str) -> None:
     client_metrics(registry).api_requests.labels(verb, code).inc()
 
@@ -95,12 +102,13 @@ async def _call(
     body: Json | None,
     content_type: str,
     timeout: aiohttp.ClientTimeout,
+    accept: str = "application/json",
 ) -> aiohttp.ClientResponse:
     response: aiohttp.ClientResponse = await api.call_api(
         path,
         method,
         query_params=list(query),
-        header_params={"Accept": "application/json", "Content-Type": content_type},
+        header_params={"Accept": accept, "Content-Type": content_type},
         body=body,
         auth_settings=["BearerToken"],
         _preload_content=False,
@@ -120,10 +128,13 @@ async def _send(
     content_type: str,
     timeout: aiohttp.ClientTimeout,
     registry: CollectorRegistry | None,
+    accept: str = "application/json",
 ) -> bytes:
     """The one request path: send, read the whole body, count, map failures."""
     try:
-        response = await _call(api, method, path, query=query, body=body, content_type=content_type, timeout=timeout)
+        response = await _call(
+            api, method, path, query=query, body=body, content_type=content_type, timeout=timeout, accept=accept
+        )
         try:
             data = await response.read()
         finally:
@@ -148,8 +159,11 @@ async def request(
     content_type: str = "application/json",
     timeout: TimeoutKind = "verb",
     registry: CollectorRegistry | None = None,
+    accept: str = "application/json",
 ) -> Json:
     """One JSON request; returns the decoded body (``{}`` when empty).
+
+    ``accept``: the Accept header (:data:`METADATA_LIST` asks for metadata only).
 
     ``verb`` labels the request counter (default: from ``method``, see
     :data:`VERBS`); ``timeout`` names a row of :data:`TIMEOUTS`. Raises
@@ -167,6 +181,7 @@ async def request(
         content_type=content_type,
         timeout=TIMEOUTS[timeout],
         registry=registry,
+        accept=accept,
     )
     if not data:
         return {}
@@ -183,12 +198,13 @@ async def get_json(
     verb: str = "get",
     query: Sequence[tuple[str, str]] = (),
     registry: CollectorRegistry | None = None,
+    accept: str = "application/json",
 ) -> Json:
     """GET ``path`` with the ``read`` timeout (a list page, discovery): :func:`request`.
 
     ``verb`` (``get`` or ``list``) only labels the request counter.
     """
-    return await request(api, "GET", path, verb=verb, query=query, timeout="read", registry=registry)
+    return await request(api, "GET", path, verb=verb, query=query, timeout="read", registry=registry, accept=accept)
 
 
 @contextlib.asynccontextmanager
@@ -199,6 +215,7 @@ async def open_watch(
     query: Sequence[tuple[str, str]],
     idle_timeout: float | None,
     registry: CollectorRegistry | None = None,
+    accept: str = "application/json",
 ) -> AsyncIterator[AsyncIterator[Json]]:
     """Open a watch stream on ``path``; the body of the ``async with`` reads events.
 
@@ -219,6 +236,7 @@ async def open_watch(
             body=None,
             content_type="application/json",
             timeout=watch_timeout(idle_timeout),
+            accept=accept,
         )
     except BaseException:
         _count(registry, "watch", "<error>")

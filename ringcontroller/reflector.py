@@ -308,6 +308,8 @@ class Reflector(Generic[R]):
     ``run`` never returns; cancel its task to stop (the open response is
     closed). Start workers only after ``has_synced`` is set, so the first
     syncs see a complete store. ``namespace=None`` watches all namespaces.
+    ``metadata_only``: list and watch PartialObjectMetadata (the objects'
+    metadata, no spec or status), for a transform that reads only metadata.
     The reflector does not own ``api``; the caller closes it.
 
     ``list_once`` and ``watch_once`` are the two steps ``run`` is made of;
@@ -333,8 +335,10 @@ class Reflector(Generic[R]):
         backoff: Backoff | None = None,
         registry: CollectorRegistry | None = None,
         rand: Callable[[], float] = random.random,
+        metadata_only: bool = False,
     ) -> None:
         self.resource = resource
+        self._metadata_only = metadata_only
         self.namespace = namespace
         self.label_selector = label_selector
         self.has_synced = asyncio.Event()
@@ -446,7 +450,14 @@ class Reflector(Generic[R]):
             if token:
                 query.append(("continue", token))
             try:
-                page = await kube.get_json(self._api, path, verb="list", query=query, registry=self._registry)
+                page = await kube.get_json(
+                    self._api,
+                    path,
+                    verb="list",
+                    query=query,
+                    registry=self._registry,
+                    accept=kube.METADATA_LIST if self._metadata_only else "application/json",
+                )
             except Gone:
                 if not token:
                     raise
@@ -496,6 +507,7 @@ class Reflector(Generic[R]):
                 query=query,
                 idle_timeout=self._idle_timeout,
                 registry=self._registry,
+                accept=kube.METADATA_WATCH if self._metadata_only else "application/json",
             ) as events:
                 async for event in events:
                     received += 1
