@@ -7,7 +7,9 @@ are Kueue's example levels, part of the controller's default
 ``--topology-keys``), then creates ``--jobs`` Volcano Jobs of ``--pods``
 workers whose pods the real kube-scheduler places, spread over hosts (a
 ``topologySpreadConstraint`` on ``kubernetes.io/hostname``, maxSkew 1), so a
-job's pods land on racks in no particular order. The real controller writes
+job's pods land on racks in no particular order; with ``--spread rack`` (the
+default) also over racks (maxSkew 1 on the rack label), as a job spread for
+resilience is, which makes consecutive indices land on different racks. The real controller writes
 every job's spec in spec order (no annotation, its default ``--rank-order
 spec``); then each workload is annotated ``ring-controller.io/rank-order:
 topology`` and the same controller re-ranks the same pods. For every job it
@@ -67,7 +69,11 @@ def layout() -> dict[int, dict[str, str]]:
     }
 
 
-def _pod(job: dict[str, Any], index: int) -> dict[str, Any]:
+#: What the pods spread over (``topologySpreadConstraints``, maxSkew 1, DoNotSchedule).
+SPREAD = {"host": ("kubernetes.io/hostname",), "rack": (RACK, "kubernetes.io/hostname")}
+
+
+def _pod(job: dict[str, Any], index: int, spread: str) -> dict[str, Any]:
     body = volcano_pod(job, task="worker", index=index)
     spec = body["spec"]
     spec["tolerations"] = [toleration()]
@@ -75,10 +81,11 @@ def _pod(job: dict[str, Any], index: int) -> dict[str, Any]:
     spec["topologySpreadConstraints"] = [
         {
             "maxSkew": 1,
-            "topologyKey": "kubernetes.io/hostname",
+            "topologyKey": key,
             "whenUnsatisfiable": "DoNotSchedule",
             "labelSelector": {"matchLabels": {"volcano.sh/job-name": job["metadata"]["name"]}},
         }
+        for key in SPREAD[spread]
     ]
     return body
 
@@ -98,7 +105,7 @@ def _levels(spec: dict[str, Any], racks: dict[str, tuple[str, str]]) -> list[tup
     return [racks[m["node"]] for m in sorted(spec["members"], key=lambda m: m["rank"])]
 
 
-def run(k8s: K8s, kubeconfig: str, *, jobs: int, pods: int, tmp: Path) -> list[dict[str, Any]]:
+def run(k8s: K8s, kubeconfig: str, *, jobs: int, pods: int, spread: str, tmp: Path) -> list[dict[str, Any]]:
     namespace = f"bench-topology-{secrets.token_hex(3)}"
     k8s.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
     nodes = layout()
@@ -116,7 +123,7 @@ def run(k8s: K8s, kubeconfig: str, *, jobs: int, pods: int, tmp: Path) -> list[d
                     job = create_volcano_job(k8s, namespace, job)
                     created.append(job)
                     for i in range(pods):
-                        k8s.core.create_namespaced_pod(namespace, _pod(job, i))
+                        k8s.core.create_namespaced_pod(namespace, _pod(job, i, spread))
                 _say(f"{jobs} jobs x {pods} pods created; waiting for the scheduler, kwok and the controller")
                 spec_order = {}
                 for job in created:
@@ -202,13 +209,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state-dir", type=Path, default=devcluster_state_dir(), help="the local cluster's state")
     parser.add_argument("--jobs", type=int, default=16)
     parser.add_argument("--pods", type=int, default=32, help="workers per job (at most 64: one per node)")
+    parser.add_argument(
+        "--spread",
+        choices=sorted(SPREAD),
+        default="rack",
+        help="rack: each job's pods spread over racks, then hosts (default); host: over hosts only",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = parser.parse_args(argv)
     cluster = ensure_up(state_dir=args.state_dir, say=_say)
     k8s = K8s.from_kubeconfig(cluster.kubeconfig)
     with tempfile.TemporaryDirectory(prefix="ring-topology-") as scratch:
-        rows = run(k8s, str(cluster.kubeconfig), jobs=args.jobs, pods=args.pods, tmp=Path(scratch))
-    sys.stdout.write(report(rows))
+        rows = run(k8s, str(cluster.kubeconfig), jobs=args.jobs, pods=args.pods, spread=args.spread, tmp=Path(scratch))
+    sys.stdout.write(f"spread over {args.spread}s: {args.jobs} jobs x {args.pods} pods on 64 nodes\n" + report(rows))
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
     return 0
