@@ -499,6 +499,10 @@ def test_shipped_rbac_runs_the_full_flow_and_forbids_everything_else(
             )
             assert after.spec.active_deadline_seconds is None and "x" not in (after.metadata.labels or {})
             assert _status(lambda: core.read_namespaced_secret(secret.metadata.name, namespace)) == 403
+            # Nodes: read (their topology labels), never written.
+            node = core.list_node().items[0].metadata.name
+            assert _status(lambda: core.patch_node(node, {"metadata": {"labels": {"x": "y"}}}, dry_run="All")) == 403
+            assert _status(lambda: core.delete_node(node, dry_run="All")) == 403
             assert _status(lambda: core.delete_namespaced_config_map("rings-config-rbac", namespace)) == 403
         finally:
             sa_api.close()
