@@ -541,6 +541,7 @@ def _topology(
         order.keys,
         [(c[3].node, order.node_path(c[3].node)) for c in counting],
         [str(c[4].super_pod_id) if c[4] is not None and c[4].super_pod_id is not None else None for c in counting],
+        [order.hypernodes(c[3].node) for c in counting],
     )
     placed = [Placed((c[1], c[2]), c[3].uid, path) for c, path in zip(counting, placed_paths, strict=True)]
     before: tuple[Member, ...] = ()

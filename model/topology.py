@@ -9,9 +9,10 @@ topology``, is ranked by where its pods run instead:
   list of node label keys (``--topology-keys``, outermost level first,
   :data:`DEFAULT_TOPOLOGY_KEYS`) on the node its pod runs on; a missing
   label is ``""``, and the ``kubernetes.io/hostname`` level falls back to
-  the node's name. For Ascend jobs whose device annotation carries a
-  ``super_pod_id``, that id is one more level (:data:`SUPER_POD_LEVEL`),
-  just above the host.
+  the node's name. Where Volcano HyperNodes are installed, each tier a
+  member's node belongs to is one more level (:mod:`model.hypernode`), and
+  for Ascend jobs whose device annotation carries a ``super_pod_id``, that id
+  is one too (:data:`SUPER_POD_LEVEL`), both just above the host.
 - **The order.** Members sorted by path (values compared in natural order,
   so ``rack-2`` comes before ``rack-10``), then by spec order within one
   domain. Every domain, at every level, is then one contiguous run of
@@ -40,6 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, get_args
 
+from model.hypernode import LEVEL_PREFIX, tier_levels
 from model.keys import RANK_ORDER_ANNOTATION
 
 #: How ranks are assigned: ``spec`` (task order, then index: the default
@@ -159,28 +161,37 @@ class RankOrder:
     rule: RankRule = RULE_SPEC
     keys: tuple[str, ...] = DEFAULT_TOPOLOGY_KEYS
     node_path: Callable[[str], Path | None] = lambda _name: None
+    #: A node's Volcano HyperNode path ``{tier: hypernode}`` (:mod:`model.hypernode`; empty: none).
+    hypernodes: Callable[[str], dict[int, str]] = lambda _name: {}
 
 
 def member_paths(
-    keys: Sequence[str], nodes: Sequence[tuple[str, Path | None]], super_pods: Sequence[str | None]
+    keys: Sequence[str],
+    nodes: Sequence[tuple[str, Path | None]],
+    super_pods: Sequence[str | None],
+    hypernodes: Sequence[dict[int, str]] | None = None,
 ) -> tuple[tuple[str, ...], list[Path]]:
     """The levels and each member's path, for members on ``nodes`` ((node name, its path for
-    ``keys`` or None when the node is unknown), with ``super_pods`` (the Ascend super pod id, None: none).
+    ``keys`` or None when the node is unknown), with ``super_pods`` (the Ascend super pod id, None: none)
+    and ``hypernodes`` (each node's Volcano HyperNode path ``{tier: name}``).
 
-    An unknown node's path is empty but for its name on the hostname level. The
-    super pod level is added (just above the host level, else last) when any member has one.
+    An unknown node's path is empty but for its name on the hostname level.
+    Just above the host level (else last) come the HyperNode tiers in use,
+    highest first, then the super pod level when any member has one.
     Levels empty for every member are left out, so the spec lists only the levels in use.
     """
     levels = list(keys)
     at = levels.index(HOSTNAME_KEY) if HOSTNAME_KEY in levels else len(levels)
+    chains = list(hypernodes) if hypernodes is not None else [{} for _ in nodes]
+    tiers = tier_levels(chains)
     with_super_pod = any(s is not None for s in super_pods)
-    if with_super_pod:
-        levels.insert(at, SUPER_POD_LEVEL)
+    extra = [f"{LEVEL_PREFIX}{t}" for t in tiers] + ([SUPER_POD_LEVEL] if with_super_pod else [])
+    levels[at:at] = extra
     paths: list[list[str]] = []
-    for (name, found), super_pod in zip(nodes, super_pods, strict=True):
+    for (name, found), super_pod, chain in zip(nodes, super_pods, chains, strict=True):
         path = list(found) if found is not None else [name if k == HOSTNAME_KEY else "" for k in keys]
-        if with_super_pod:
-            path.insert(at, super_pod or "")
+        values = [chain.get(t, "") for t in tiers] + ([super_pod or ""] if with_super_pod else [])
+        path[at:at] = values
         paths.append(path)
     used = [j for j in range(len(levels)) if any(p[j] for p in paths)]
     return tuple(levels[j] for j in used), [tuple(p[j] for j in used) for p in paths]

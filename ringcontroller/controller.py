@@ -10,7 +10,9 @@ some, see :mod:`ringcontroller.scoped`; one for all namespaces by default):
   restart can compare instead of rewriting);
 - nodes, cluster-wide, each kept as its topology path only (the values of
   ``--topology-keys``), for topology rank order; not run when that flag is
-  empty. A changed path enqueues the jobs with pods on that node.
+  empty. A changed path enqueues the jobs with pods on that node. Volcano
+  HyperNodes too, where that CRD is installed (their member selectors; a
+  node's HyperNode path is worked out on use, :mod:`model.hypernode`).
 
 Their handlers go to :class:`agent.Agent`, which only enqueues job keys
 (and only once workers run: a standby's queue stays empty).
@@ -53,8 +55,9 @@ from kubernetes_asyncio.client import ApiClient
 
 from agent.agent import Agent
 from agent.api import NotFound
-from model import trainjob
+from model import hypernode, trainjob
 from model.configmap import configmap_record
+from model.hypernode import HyperNode, HyperNodeIndex, hypernode_record
 from model.keys import MANAGED_LABEL, MANAGED_VALUE
 from model.kinds import KINDS, WorkloadKind
 from model.pod import pod_record
@@ -67,7 +70,7 @@ from ringcontroller import kube
 from ringcontroller.metrics import REGISTRY, agent_metrics, reconcile_metrics, spec_metrics
 from ringcontroller.options import Options
 from ringcontroller.reflector import Reflector
-from ringcontroller.resource import CONFIGMAPS, NODES, PODS, RUNTIMES, of_kind
+from ringcontroller.resource import CONFIGMAPS, HYPERNODES, NODES, PODS, RUNTIMES, of_kind
 from ringcontroller.scoped import Scoped
 from ringcontroller.workqueue import ShutDown, WorkQueue
 
@@ -148,6 +151,17 @@ class Controller:
             if options.topology_keys
             else None
         )
+        # Cluster-scoped, where Volcano's network topology CRD is installed (discover() drops it otherwise).
+        self.hypernodes: Reflector[HyperNode] | None = Reflector(
+            api,
+            HYPERNODES,
+            transform=hypernode_record,
+            registry=REGISTRY,
+            on_add=lambda _name, _new: self._hypernodes_changed(),
+            on_update=lambda _name, old, new: self._hypernodes_changed() if old != new else None,
+            on_delete=lambda _name, _old: self._hypernodes_changed(),
+        )
+        self._hypernode_index: HyperNodeIndex | None = None
         self.agent = Agent(
             api=self.kube_api,
             enqueue=self._enqueue,
@@ -159,7 +173,12 @@ class Controller:
             touch_pods=options.touch_pods,
             self_register=options.self_registration,
             metrics=agent_metrics(REGISTRY),
-            order=RankOrder(rule=options.rank_order, keys=options.topology_keys, node_path=self._node_path),  # type: ignore[arg-type]
+            order=RankOrder(
+                rule=options.rank_order,  # type: ignore[arg-type]  # argparse checked it against RULES
+                keys=options.topology_keys,
+                node_path=self._node_path,
+                hypernodes=self._hypernode_path,
+            ),
             pods_on_node=lambda name: [p for r in self.pods for p in r.store.by_index("node", name)],
         )
         self._informers: list[asyncio.Task[None]] = []
@@ -202,6 +221,16 @@ class Controller:
     def _node_path(self, name: str) -> Path | None:
         return self.nodes.store.get(name) if self.nodes else None
 
+    def _hypernodes_changed(self) -> None:
+        self._hypernode_index = None  # rebuilt on the next lookup
+
+    def _hypernode_path(self, node: str) -> dict[int, str]:
+        if self.hypernodes is None:
+            return {}
+        if self._hypernode_index is None:
+            self._hypernode_index = HyperNodeIndex(self.hypernodes.store.list())
+        return self._hypernode_index.path(node)
+
     def _enqueue(self, key: JobKey) -> None:
         # A standby keeps its caches but queues nothing: start_workers
         # enqueues every workload when this process starts leading.
@@ -232,7 +261,7 @@ class Controller:
     def reflectors(self) -> list[Reflector[Any]]:
         """Every informer of this controller."""
         runtimes = [self.runtimes] if self.runtimes else []
-        nodes = [self.nodes] if self.nodes else []
+        nodes: list[Reflector[Any]] = [r for r in (self.nodes, self.hypernodes) if r is not None]
         return [*(r for s in self.workloads.values() for r in s), *runtimes, *nodes, *self.pods, *self.configmaps]
 
     def synced(self) -> bool:
@@ -249,7 +278,10 @@ class Controller:
         """
         served: dict[str, set[str]] = {}
         backoff = Backoff(initial=DISCOVERY_BACKOFF[0], cap=DISCOVERY_BACKOFF[1], jitter=0.0, reset_after=math.inf)
-        groups = {f"{k.group}/{k.version}" for k in KINDS} | {f"{trainjob.GROUP}/{trainjob.VERSION}"}
+        groups = {f"{k.group}/{k.version}" for k in KINDS} | {
+            f"{trainjob.GROUP}/{trainjob.VERSION}",
+            f"{hypernode.GROUP}/{hypernode.VERSION}",
+        }
         while True:
             try:
                 for gv in sorted(groups):
@@ -274,6 +306,8 @@ class Controller:
                 )
         if trainjob.RUNTIME_PLURAL not in served.get(f"{trainjob.GROUP}/{trainjob.VERSION}", set()):
             self.runtimes = None
+        if hypernode.PLURAL not in served.get(f"{hypernode.GROUP}/{hypernode.VERSION}", set()):
+            self.hypernodes = None
 
     async def start_informers(self) -> None:
         """Start every informer and wait until all caches synced."""

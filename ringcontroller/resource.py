@@ -11,10 +11,21 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import quote
 
-from model import trainjob
+from model import hypernode, trainjob
 from model.kinds import WorkloadKind
 
-__all__ = ["CONFIGMAPS", "EVENTS", "LEASES", "NODES", "PODS", "RUNTIMES", "VOLCANO_JOBS", "Resource", "of_kind"]
+__all__ = [
+    "CONFIGMAPS",
+    "EVENTS",
+    "HYPERNODES",
+    "LEASES",
+    "NODES",
+    "PODS",
+    "RUNTIMES",
+    "VOLCANO_JOBS",
+    "Resource",
+    "of_kind",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +63,8 @@ CONFIGMAPS: Final = Resource("", "v1", "configmaps")
 EVENTS: Final = Resource("", "v1", "events")
 #: Nodes (cluster-scoped): their labels give the topology path (:mod:`model.topology`).
 NODES: Final = Resource("", "v1", "nodes", namespaced=False)
+#: Volcano's HyperNodes (cluster-scoped): network domains, a source of topology paths.
+HYPERNODES: Final = Resource(hypernode.GROUP, hypernode.VERSION, hypernode.PLURAL, namespaced=False)
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
 VOLCANO_JOBS: Final = Resource("batch.volcano.sh", "v1alpha1", "jobs")
 #: Kubeflow Trainer's ClusterTrainingRuntimes (cluster-scoped): where a TrainJob without numNodes finds its count.

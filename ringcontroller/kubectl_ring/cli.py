@@ -39,7 +39,7 @@ from ringcontroller.kubectl_ring.api import (
     ReadError,
 )
 from ringcontroller.kubectl_ring.jobs import JobView, Snapshot, find, launch_setup, pod_env, views
-from ringcontroller.resource import NODES, RUNTIMES, of_kind
+from ringcontroller.resource import HYPERNODES, NODES, RUNTIMES, of_kind
 
 EXIT_OK: Final = 0
 EXIT_ERROR: Final = 1
@@ -218,13 +218,25 @@ def read(reader: Reader, namespace: str | None, *, label_key: str, rank_order: s
         for cm in reader.items(CONFIGMAPS, namespace=namespace, label_selector=f"{MANAGED_LABEL}={MANAGED_VALUE}")
     }
     nodes: list[Json] = []
+    hypernodes: list[Json] = []
     if any(_rank_order(raw, rank_order) == RULE_TOPOLOGY for _, raw in workloads):
         try:
             nodes = reader.items(NODES, namespace=None)
         except ReadError as err:
             print(f"note: nodes not readable ({err}): topology paths are unknown", file=sys.stderr)
+        try:
+            hypernodes = reader.items(HYPERNODES, namespace=None)
+        except NotServed:
+            pass  # Volcano's network topology is not installed
+        except ReadError as err:
+            print(f"note: HyperNodes not readable ({err}): their tiers are left out", file=sys.stderr)
     return Snapshot(
-        workloads=tuple(workloads), pods=tuple(pods), configmaps=configmaps, runtimes=runtimes, nodes=tuple(nodes)
+        workloads=tuple(workloads),
+        pods=tuple(pods),
+        configmaps=configmaps,
+        runtimes=runtimes,
+        nodes=tuple(nodes),
+        hypernodes=tuple(hypernodes),
     )
 
 

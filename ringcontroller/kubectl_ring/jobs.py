@@ -21,6 +21,7 @@ from typing import Any, Final, Literal
 
 from agent.decide import STATUS_INVALID, Explanation, JobStatus, Problem, blocked, explain
 from model.configmap import configmap_record
+from model.hypernode import HyperNodeIndex, hypernode_record
 from model.keys import CONFIG_VOLUME_NAMES, DEFAULT_PORT
 from model.kinds import KINDS, WorkloadKind
 from model.pod import pod_record
@@ -53,7 +54,8 @@ class Snapshot:
     managed ConfigMaps and any other the jobs name; ``runtimes``: the
     ``numNodes`` of each ClusterTrainingRuntime a TrainJob refers to (None:
     absent or without one); ``nodes``: the nodes, read only when a job is
-    topology-ordered (their labels give the topology paths).
+    topology-ordered (their labels give the topology paths), and Volcano's
+    HyperNodes then too.
     """
 
     workloads: tuple[tuple[str, Json], ...]
@@ -62,6 +64,7 @@ class Snapshot:
     runtimes: Mapping[str, int | None] = field(default_factory=dict)
     events: tuple[Json, ...] = ()
     nodes: tuple[Json, ...] = ()
+    hypernodes: tuple[Json, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +145,8 @@ def views(
     """
     if order is not None:
         paths = {str((n.get("metadata") or {}).get("name", "")): node_path(n, order.keys) for n in snapshot.nodes}
-        order = RankOrder(rule=order.rule, keys=order.keys, node_path=paths.get)
+        index = HyperNodeIndex(h for h in map(hypernode_record, snapshot.hypernodes) if h is not None)
+        order = RankOrder(rule=order.rule, keys=order.keys, node_path=paths.get, hypernodes=index.path)
     by_short = {k.short: k for k in KINDS}
     records: dict[tuple[str, str], WorkloadRecord] = {}
     for short, raw in snapshot.workloads:

@@ -7,14 +7,18 @@ each member pod to a chosen node, so the expected ranks are known.
 
 from __future__ import annotations
 
+import secrets
 import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
 
 from model.keys import RANK_ORDER_ANNOTATION
+from ringdevcluster.kwok import node_name
 from tests.support.controllerproc import ControllerProcess
 from tests.support.factories import pod_template, volcano_job
 from tests.support.kubectlring import ring, table
@@ -143,3 +147,108 @@ def test_the_controller_flag_orders_unannotated_jobs_and_a_bad_annotation_is_rep
         what="InvalidRankOrder event",
     )
     assert "nearest" in warnings[0].message
+
+
+HYPERNODE_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "hypernodes.topology.volcano.sh"},
+    "spec": {
+        "group": "topology.volcano.sh",
+        "scope": "Cluster",
+        "names": {"plural": "hypernodes", "singular": "hypernode", "kind": "HyperNode", "listKind": "HyperNodeList"},
+        "versions": [
+            {
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+@pytest.fixture
+def hypernodes(k8s: Any) -> Iterator[list[str]]:
+    """Nodes 236..239 without topology labels, in two HyperNode leaves under one spine (the CRD installed if absent)."""
+    ext = client.ApiextensionsV1Api(k8s.api)
+    created_crd = False
+    try:
+        ext.create_custom_resource_definition(HYPERNODE_CRD)
+        created_crd = True
+    except ApiException as e:
+        if e.status != 409:
+            raise
+    wait_for(
+        lambda: any(
+            c.type == "Established" and c.status == "True"
+            for c in (ext.read_custom_resource_definition(HYPERNODE_CRD["metadata"]["name"]).status.conditions or [])
+        ),
+        what="HyperNode CRD established",
+    )
+    group = ("topology.volcano.sh", "v1alpha1", "hypernodes")
+    suffix = secrets.token_hex(3)
+    leaves = {f"leaf-x-{suffix}": [237, 239], f"leaf-y-{suffix}": [236, 238]}
+    objects = [
+        {
+            "apiVersion": "topology.volcano.sh/v1alpha1",
+            "kind": "HyperNode",
+            "metadata": {"name": name},
+            "spec": {
+                "tier": 1,
+                "members": [{"type": "Node", "selector": {"exactMatch": {"name": node_name(i)}}} for i in nodes],
+            },
+        }
+        for name, nodes in leaves.items()
+    ]
+    objects.append(
+        {
+            "apiVersion": "topology.volcano.sh/v1alpha1",
+            "kind": "HyperNode",
+            "metadata": {"name": f"spine-{suffix}"},
+            "spec": {
+                "tier": 2,
+                "members": [{"type": "HyperNode", "selector": {"regexMatch": {"pattern": f"-{suffix}$"}}}],
+            },
+        }
+    )
+    try:
+        for body in objects:
+            k8s.custom.create_cluster_custom_object(*group, body)
+        with labelled_nodes(k8s, {i: {} for i in (236, 237, 238, 239)}, fixture="hypernode") as names:
+            yield names
+    finally:
+        for body in objects:
+            try:
+                k8s.custom.delete_cluster_custom_object(*group, body["metadata"]["name"])
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+        if created_crd:
+            ext.delete_custom_resource_definition(HYPERNODE_CRD["metadata"]["name"])
+
+
+def test_volcano_hypernodes_order_nodes_without_topology_labels(
+    k8s: Any, kubeconfig: Path, namespace: str, tmp_path: Path, hypernodes: list[str]
+) -> None:
+    proc = ControllerProcess(kubeconfig=str(kubeconfig), namespace=namespace, log_path=tmp_path / "controller.log")
+    proc.start()  # after the CRD exists: kinds are discovered at start
+    try:
+        _start(k8s, namespace, "hyper", "topology", hypernodes)
+        spec = wait_spec(k8s, namespace, "rings-config-hyper")
+    finally:
+        proc.stop(signal.SIGTERM)
+    # leaf-x (nodes 237, 239) sorts before leaf-y (236, 238); by name alone the order would be 236..239
+    assert _ranks(spec) == [(0, 1, hypernodes[1]), (1, 3, hypernodes[3]), (2, 0, hypernodes[0]), (3, 2, hypernodes[2])]
+    assert spec["topologyKeys"] == [
+        "volcano.sh/hypernode-tier-2",
+        "volcano.sh/hypernode-tier-1",
+        "kubernetes.io/hostname",
+    ]
+    assert spec["members"][0]["topology"][1].startswith("leaf-x-")

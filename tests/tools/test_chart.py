@@ -147,15 +147,15 @@ def test_watched_namespaces_give_roles_in_each_and_no_cluster_wide_write() -> No
     role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["namespace"] == "team-a")
     assert _grants(cluster_role["rules"]) - _grants(role["rules"]) == {
         ("trainer.kubeflow.org", "clustertrainingruntimes", v) for v in ("get", "list", "watch")
-    } | {("", "nodes", v) for v in ("get", "list", "watch")}
-    # The cluster-wide grants left: reading the cluster-scoped runtimes and nodes.
+    } | {(g, r, v) for g, r in (("", "nodes"), ("topology.volcano.sh", "hypernodes")) for v in ("get", "list", "watch")}
+    # The cluster-wide grants left: reading the cluster-scoped runtimes, nodes and HyperNodes.
     cluster_roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
     assert set(cluster_roles) == {"ring-controller-training-runtimes", "ring-controller-nodes"}
     assert _grants(cluster_roles["ring-controller-training-runtimes"]["rules"]) == {
         ("trainer.kubeflow.org", "clustertrainingruntimes", v) for v in ("get", "list", "watch")
     }
     assert _grants(cluster_roles["ring-controller-nodes"]["rules"]) == {
-        ("", "nodes", v) for v in ("get", "list", "watch")
+        (g, r, v) for g, r in (("", "nodes"), ("topology.volcano.sh", "hypernodes")) for v in ("get", "list", "watch")
     }
     assert parse(_args(docs)).namespaces == ("team-a", "team-b")
 

@@ -160,13 +160,14 @@ class TestRbac:
         ]:  # fmt: skip
             assert rules_for(rules, group, resource) == read, (group, resource)
         assert rules_for(rules, "", "nodes") == read  # topology rank order: node labels
+        assert rules_for(rules, "topology.volcano.sh", "hypernodes") == read
         assert rules_for(rules, "", "configmaps") == {"get", "list", "watch", "create", "update", "patch"}
         assert rules_for(rules, "", "events") == {"create", "patch"}
         assert rules_for(rules, "events.k8s.io", "events") == {"create", "patch"}
         assert rules_for(rules, "coordination.k8s.io", "leases") == set()
         granted = {(g, r) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
         assert granted == {
-            ("", "pods"), ("", "nodes"), ("batch.volcano.sh", "jobs"), ("jobset.x-k8s.io", "jobsets"),
+            ("", "pods"), ("", "nodes"), ("topology.volcano.sh", "hypernodes"), ("batch.volcano.sh", "jobs"), ("jobset.x-k8s.io", "jobsets"),
             ("trainer.kubeflow.org", "trainjobs"), ("trainer.kubeflow.org", "clustertrainingruntimes"), ("apps", "deployments"), ("", "configmaps"),
             ("", "events"), ("events.k8s.io", "events"),
         }  # fmt: skip

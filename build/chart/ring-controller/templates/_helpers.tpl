@@ -52,9 +52,12 @@ each verb is there.
   resources: ["pods"]
   verbs: ["patch"]
 {{- if .clusterWide }}
-# Nodes' topology labels (topology rank order): read-only.
+# Nodes' topology labels and Volcano HyperNodes (topology rank order): read-only.
 - apiGroups: [""]
   resources: ["nodes"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["topology.volcano.sh"]
+  resources: ["hypernodes"]
   verbs: ["get", "list", "watch"]
 {{- end }}
 # Watched workloads (read-only).
