@@ -290,3 +290,41 @@ def test_a_missing_kubeconfig_is_one_line_and_exit_1(tmp_path: Path, capsys: pyt
     assert cli.main(["get", "--kubeconfig", str(tmp_path / "none")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: cannot load the kubeconfig") and len(err.splitlines()) == 1
+
+
+def test_a_topology_ordered_job_reads_with_its_nodes_and_shows_rule_and_paths() -> None:
+    from model.keys import RANK_ORDER_ANNOTATION
+    from model.topology import RankOrder
+
+    rack = "cloud.provider.com/topology-rack"
+    job = _job(replicas=3)
+    job["metadata"]["annotations"] = {RANK_ORDER_ANNOTATION: "topology"}
+    pods = [dict(p, spec=dict(p["spec"], nodeName=f"n{i}")) for i, p in enumerate(_pods(job, [0, 1, 2]))]
+    nodes = tuple({"metadata": {"name": f"n{i}", "labels": {rack: f"r{(i + 1) % 2}"}}} for i in range(3))
+    paths = {f"n{i}": ("", f"r{(i + 1) % 2}", f"n{i}") for i in range(3)}
+    order = RankOrder(keys=("zone", rack, "kubernetes.io/hostname"), node_path=paths.get)
+    wl = workload_record(job, label_key=LABEL)
+    decision = decide(wl, [pod_record(p) for p in pods], previous=None, order=order)
+    assert decision.data is not None
+    cm = configmap_body(namespace="ns", name=wl.configmap, job=wl.key, owner=wl.owner_reference(), data=decision.data)
+    snapshot = Snapshot(
+        workloads=(("vcjob", job),), pods=tuple(pods), configmaps={f"ns/{wl.configmap}": cm}, nodes=nodes
+    )
+    (view,) = views(snapshot, label_key=LABEL, order=RankOrder(keys=order.keys))
+    assert (view.status, view.behind, view.rank_rule) == ("completed", False, "topology")
+    text = render.describe_text(view, label_key=LABEL, now=NOW)
+    rows = table(section(text, "Members (rank order):"))
+    # n1 is in rack r0, n0 and n2 in r1
+    assert [(r["RANK"], r["NODE"], r["TOPOLOGY"]) for r in rows] == [
+        ("0", "n1", "r0/n1"),
+        ("1", "n0", "r1/n0"),
+        ("2", "n2", "r1/n2"),
+    ]
+    assert f"annotation {RANK_ORDER_ANNOTATION}" in text and "topology (the nodes' topology path" in text
+    # without the nodes (no permission): the same pods keep the written ranks, nothing reads as behind
+    (blind,) = views(
+        Snapshot(workloads=(("vcjob", job),), pods=tuple(pods), configmaps={f"ns/{wl.configmap}": cm}),
+        label_key=LABEL,
+        order=RankOrder(keys=order.keys),
+    )
+    assert not blind.behind and blind.explanation.decision.spec.members == view.written.members  # type: ignore[union-attr]
