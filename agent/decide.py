@@ -547,11 +547,13 @@ def _topology(
     before: tuple[Member, ...] = ()
     if held is not None and held.completed and held.rank_order == RULE_TOPOLOGY:
         before = held.members
+    chief = next((i for i, c in enumerate(counting) if role_for_task(c[1]) == "chief"), None)
     ranks, paths = topology_ranks(
         placed,
         held_members([((m.task, m.index), m.uid, m.rank, m.topology) for m in before], held.topology_keys, levels)
         if held is not None and before
         else (),
+        first=chief,
     )
     moved = [(rank, *c[1:]) for c, rank in zip(counting, ranks, strict=True)]
     return (

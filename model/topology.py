@@ -19,7 +19,10 @@ topology``, is ranked by where its pods run instead:
   ranks, so a ring all-reduce in rank order crosses each level's boundary
   the least number of times there is: once per domain of that level the job
   spans (the last crossing is the wrap-around), none when it spans one
-  (:func:`ring_crossings`). Rank 0 is the first member in that order.
+  (:func:`ring_crossings`). Rank 0 is the first member in that order, but
+  for a job with a TensorFlow ``chief`` task: TensorFlow's collectives ring
+  starts at the chief whatever the ranks say, so the order is rotated to
+  start at the chief (a rotated ring crosses every level as often).
 - **Stable.** The order depends only on the placement and the last
   completed topology-ordered spec (``held``): a controller restart rebuilds
   the same ranks. When the membership is unchanged (same pods), the held
@@ -222,14 +225,23 @@ def _crossings(by_rank: Sequence[Path]) -> tuple[int, ...]:
     return tuple(ring_crossings(by_rank, level) for level in range(1, depth + 1))
 
 
-def topology_ranks(placed: Sequence[Placed], held: Sequence[Held] = ()) -> tuple[list[int], list[Path]]:
+def topology_ranks(
+    placed: Sequence[Placed], held: Sequence[Held] = (), *, first: int | None = None
+) -> tuple[list[int], list[Path]]:
     """The rank and the path shown for each of ``placed`` (given in spec order), by the rules of the module doc.
 
     ``held``: the members of the last completed topology-ordered spec (empty:
-    none), their paths on the same levels as ``placed``'s.
+    none), their paths on the same levels as ``placed``'s. ``first``: the
+    index in ``placed`` of a member that must keep rank 0 (a TensorFlow
+    chief: TensorFlow's ring starts at the chief whatever the ranks say);
+    the order is then rotated to start at it, which crosses no level more
+    often (a ring has no start).
     """
     n = len(placed)
     fresh_order = sorted(range(n), key=lambda i: (natural(placed[i].path), i))
+    if first is not None:
+        at = fresh_order.index(first)
+        fresh_order = fresh_order[at:] + fresh_order[:at]
     fresh = [0] * n
     for rank, i in enumerate(fresh_order):
         fresh[i] = rank
@@ -250,6 +262,8 @@ def topology_ranks(placed: Sequence[Placed], held: Sequence[Held] = ()) -> tuple
     sticky = list(fresh)
     for i in fresh_order:
         sticky[i] = kept[i] if i in kept else next(free)
+    if first is not None and sticky[first] != 0:
+        sticky = [(r - sticky[first]) % n for r in sticky]
     if _crossings(_by_rank(paths, sticky)) == _crossings(_by_rank(paths, fresh)):
         return sticky, paths
     return fresh, paths

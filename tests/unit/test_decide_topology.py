@@ -166,3 +166,38 @@ def test_explain_shows_the_same_decision() -> None:
     e = explain(wl, pods(raw, 4), previous=None, order=ORDER)
     assert e.decision.spec == decide(wl, pods(raw, 4), previous=None, order=ORDER).spec
     assert e.decision.spec.rank_order == "topology"
+
+
+def test_a_tensorflow_chief_stays_rank_0_and_tf_configs_ring_follows_the_racks() -> None:
+    raw = volcano_job("j", tasks=[("chief", 1), ("worker", 4)], uid="job-uid")
+    raw["metadata"]["annotations"] = {RANK_ORDER_ANNOTATION: "topology"}
+    wl = workload_record(raw, label_key=LABEL)
+    nodes = {
+        "c": ("s0", "r1", "c"),
+        "w0": ("s0", "r0", "w0"),
+        "w1": ("s0", "r1", "w1"),
+        "w2": ("s0", "r0", "w2"),
+        "w3": ("s0", "r1", "w3"),
+    }
+    members = [("chief", 0, "c")] + [("worker", i, f"w{i}") for i in range(4)]
+    records = [
+        pod_record(
+            volcano_pod(
+                raw,
+                task=t,
+                index=i,
+                uid=f"{t}-{i}",
+                ip=f"127.1.0.{n + 1}",
+                host_ip="10.0.0.1",
+                phase="Running",
+                node=node,
+            )
+        )
+        for n, (t, i, node) in enumerate(members)
+    ]
+    d = decide(wl, records, previous=None, order=RankOrder(keys=KEYS, node_path=nodes.get))
+    by_rank = [(m.task, m.node) for m in d.spec.members]
+    # sorted: w0 w2 (r0) c w1 w3 (r1); rotated to start at the chief: c w1 w3 w0 w2
+    assert by_rank == [("chief", "c"), ("worker", "w1"), ("worker", "w3"), ("worker", "w0"), ("worker", "w2")]
+    tf = tf_config(d.spec, pod="j-chief-0")
+    assert tf["cluster"]["worker"] == ["127.1.0.3:2222", "127.1.0.5:2222", "127.1.0.2:2222", "127.1.0.4:2222"]

@@ -250,3 +250,19 @@ def test_controller_flags() -> None:
         parse(["--topology-keys", "not a key"])
     with pytest.raises(SystemExit, match="^2$"):
         parse(["--rank-order", "nearest"])
+
+
+def test_a_chief_keeps_rank_0_and_the_rotated_ring_crosses_no_more() -> None:
+    items = placed([("r2", "h1"), ("r1", "h2"), ("r2", "h3"), ("r1", "h4"), ("r3", "h5")])
+    plain, _ = topology_ranks(items)
+    assert plain[0] == 2  # r1 r1 r2 r2 r3: the member at index 0 (r2, h1) comes third
+    ranks, _ = topology_ranks(items, first=0)
+    assert ranks[0] == 0
+    assert ranks == [(r - 2) % 5 for r in plain]
+    for level in (1, 2):
+        assert ring_crossings(by_rank(items, ranks), level) == ring_crossings(by_rank(items, plain), level)
+    # a replacement elsewhere keeps the chief at 0
+    replaced = list(items)
+    replaced[3] = Placed(("worker", 3), "new", ("r1", "h9"))
+    again, _ = topology_ranks(replaced, held_of(items, ranks), first=0)
+    assert again[0] == 0 and sorted(again) == list(range(5))
