@@ -338,7 +338,10 @@ def describe_text(view: JobView, *, events: Sequence[Json] = (), label_key: str,
         header = ["RANK", "TASK", "INDEX", "POD", "ADDRESS", "NODE", "DEVICES", *(["TOPOLOGY"] if topology else [])]
         out.append(_table(header, rows, indent="  ").rstrip("\n"))
     else:
-        out.append("Members (rank order, as the controller sees them now):")
+        if view.rank_rule == "topology":
+            out.append("Members (spec order, as the controller sees them now; topology ranks come once all count):")
+        else:
+            out.append("Members (rank order, as the controller sees them now):")
         rows = [
             [
                 str(s.rank),
