@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the ring-controller wheel into dist/ and the controller image.
+# Build the ring-controller wheel and the one-file launcher into dist/, and the
+# controller image.
 #
 #   build/build.sh               # wheel; image with Docker if `docker info` succeeds
 #   build/build.sh --daemonless  # wheel; images without Docker (build/image.sh)
@@ -8,6 +9,8 @@
 #
 # The wheel holds ringcontroller, agent, model and ranktable (the daemon and
 # the launcher); the image installs it with its runtime dependencies only.
+# dist/ring-launch.pyz is the launcher alone: one file, standard library
+# only, Python 3.9+ (build/launcher/pyz.py; docs/launcher.md).
 # Without a Docker engine the image step is skipped with the reason (use
 # --daemonless), and the script still succeeds: the wheel is the artifact CI
 # can check. Arguments after --daemonless go to build/image.sh
@@ -41,6 +44,7 @@ rm -f "dist/ring_controller-$version-"*.whl
 rm -rf build/lib build/bdist.*
 wheel="$(ls "dist/ring_controller-$version-"*.whl)"
 step "wheel: $wheel ($(du -h "$wheel" | cut -f1))"
+step "launcher: $("$python" build/launcher/pyz.py --out dist/ring-launch.pyz)"
 
 if [[ $mode == wheel ]]; then
     exit 0

@@ -3,10 +3,10 @@
 A ConfigMap mounted as a volume reaches the container only when the kubelet
 next syncs the pod (up to a minute or two after the write). Reading the
 ConfigMap through the API server sees the controller's write at once, at the
-price of a service account that may read it. This module is the only place in
-:mod:`ranktable` that touches Kubernetes, and it imports the synchronous
-``kubernetes`` client lazily, inside :meth:`ApiSource.observe`, so file-mode
-launches never pay for the import.
+price of a service account that may read it. It runs on the standard library
+(:mod:`ranktable.kubeapi` over ``http.client``, configuration from
+:mod:`ranktable.kubeconfig`), so the one-file launcher works in any image and
+a start costs no client package import.
 
 The loop is the client-go reflector's, reduced to one object: **list** the
 ConfigMap by ``fieldSelector=metadata.name=NAME`` (a list, not a get, because
@@ -16,11 +16,14 @@ with bookmarks and a bounded ``timeoutSeconds`` (so a half-open stream cannot
 hang the launcher past its deadline), re-watching from the last
 resourceVersion seen (events and bookmarks advance it) when a watch ends. A
 ``410 Gone`` (the resourceVersion was compacted away) or any transport error
-relists, with exponential backoff for errors. ``401``/``403`` are final: they
-mean the Role below is missing, and waiting will not fix that.
+relists, with exponential backoff for errors. ``403`` is final
+(:class:`ApiAccessError`, ``ring-launch`` exits 77): the Role below is
+missing, and waiting will not fix that. ``401`` is final too, after one
+retry with the token file read again (a rotated token).
 
-Client configuration: ``--kubeconfig`` when given; else the in-cluster service
-account; else ``$KUBECONFIG`` or ``~/.kube/config``.
+Client configuration (:func:`ranktable.kubeconfig.load_client_config`):
+``--kubeconfig`` when given; else the in-cluster service account; else
+``$KUBECONFIG`` or ``~/.kube/config``.
 
 The Role the pod's service account needs, for ConfigMap ``rings-config-mnist``
 in namespace ``team-a`` (list and watch with ``resourceNames`` are authorized
@@ -54,17 +57,18 @@ because the launcher always sends the ``metadata.name`` field selector)::
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any, Final
 
 from ranktable.backoff import Backoff
-from ranktable.clusterspec import CLUSTER_FILE, HCCL_FILE
-from ranktable.wait import Log, Observation, quiet
+from ranktable.kubeapi import ApiStatusError, KubeClient
+from ranktable.kubeconfig import ApiConfigError, load_client_config
+from ranktable.wait import Log, Observation, observation_from_configmap, quiet
 
 #: Upper bound of one watch request (seconds); shorter near the deadline.
 WATCH_SECONDS: Final = 60
@@ -73,6 +77,8 @@ CONNECT_TIMEOUT: Final = 10.0
 #: back to the first after a watch that ended normally.
 BACKOFF_FIRST: Final = 0.5
 BACKOFF_MAX: Final = 10.0
+
+__all__ = ["ApiAccessError", "ApiConfigError", "ApiSource"]
 
 
 class ApiAccessError(RuntimeError):
@@ -88,6 +94,12 @@ class ApiSource:
         self.kubeconfig = kubeconfig
         self.where = f"ConfigMap {namespace}/{name}"
         self._log = log
+        self._client: KubeClient | None = None
+
+    def connect(self) -> None:
+        """Load the client configuration now: raises :class:`ApiConfigError` at once (no retry can fix it)."""
+        if self._client is None:
+            self._client = KubeClient(load_client_config(self.kubeconfig), connect_timeout=CONNECT_TIMEOUT)
 
     def rank_table_path(self, hccl: str) -> str:
         """Write ``hccl`` to a new temporary file (it outlives the exec) and return its path."""
@@ -97,35 +109,38 @@ class ApiSource:
         return path
 
     def observe(self, deadline: float) -> Iterator[Observation]:
-        from kubernetes.client.exceptions import ApiException
-
-        api = self._core_api()
-        selector = f"metadata.name={self.name}"
+        self.connect()
+        client = self._client
+        assert client is not None
+        path = f"/api/v1/namespaces/{urllib.parse.quote(self.namespace)}/configmaps"
+        selector = {"fieldSelector": f"metadata.name={self.name}"}
         resource_version: str | None = None
-        data: dict[str, str] | None = None
+        configmap: dict[str, Any] | None = None
         backoff = Backoff(initial=BACKOFF_FIRST, cap=BACKOFF_MAX, jitter=0.0, reset_after=math.inf)
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            try:
-                if resource_version is None:
-                    data, resource_version = self._list(api, selector, remaining)
-                    yield _observation(data)
-                    continue
-                seconds = max(1, min(WATCH_SECONDS, int(remaining)))
-                response = api.list_namespaced_config_map(
-                    self.namespace,
-                    field_selector=selector,
-                    watch=True,
-                    resource_version=resource_version,
-                    allow_watch_bookmarks=True,
-                    timeout_seconds=seconds,
-                    _preload_content=False,
-                    _request_timeout=(CONNECT_TIMEOUT, seconds + CONNECT_TIMEOUT),
-                )
+        retried_401 = False
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
                 try:
-                    for event in _events(response):
+                    if resource_version is None:
+                        body = client.get_json(path, selector, timeout=max(5.0, min(30.0, remaining)))
+                        items = body.get("items") or []
+                        configmap = items[0] if items else None
+                        resource_version = str((body.get("metadata") or {}).get("resourceVersion", ""))
+                        retried_401 = False
+                        yield observation_from_configmap(configmap)
+                        continue
+                    seconds = max(1, min(WATCH_SECONDS, int(remaining)))
+                    query = {
+                        **selector,
+                        "watch": "true",
+                        "resourceVersion": resource_version,
+                        "allowWatchBookmarks": "true",
+                        "timeoutSeconds": str(seconds),
+                    }
+                    for event in client.stream(path, query, timeout=seconds + CONNECT_TIMEOUT):
                         kind = event.get("type")
                         obj = event.get("object") or {}
                         if kind == "ERROR":
@@ -139,76 +154,42 @@ class ApiSource:
                         resource_version = (obj.get("metadata") or {}).get("resourceVersion") or resource_version
                         if kind == "BOOKMARK":
                             continue
-                        data = None if kind == "DELETED" else (obj.get("data") or {})
-                        yield _observation(data)
+                        configmap = None if kind == "DELETED" else obj
+                        yield observation_from_configmap(configmap)
                     else:
                         # The watch ended at its timeout: one more look keeps heartbeats going.
-                        yield _observation(data)
-                finally:
-                    response.close()
-                    response.release_conn()
-                backoff.reset()
-            except ApiException as err:
-                if err.status == 410:  # the watch's resourceVersion was compacted away: relist now
-                    self._log("watch: resourceVersion too old (410 Gone), relisting")
+                        yield observation_from_configmap(configmap)
+                    backoff.reset()
+                except ApiStatusError as err:
+                    if err.status == 410:  # the watch's resourceVersion was compacted away: relist now
+                        self._log("watch: resourceVersion too old (410 Gone), relisting")
+                        resource_version = None
+                        continue
+                    if err.status == 401 and not retried_401:  # the token may have rotated under us: once more
+                        retried_401 = True
+                        self._log(f"{self.where}: 401 Unauthorized; reading the token again")
+                        resource_version = None
+                        continue
+                    if err.status in (401, 403):
+                        verb = "watch" if resource_version is not None else "list"
+                        raise ApiAccessError(
+                            f"{self.where}: the API server refused to {verb} it ({err.status} {err.reason}: "
+                            f"{err.message or 'no message'}); the pod's service account needs a Role with "
+                            f'apiGroups [""], resources ["configmaps"], resourceNames ["{self.name}"], '
+                            f'verbs ["get","list","watch"] in namespace {self.namespace}, bound to it '
+                            "(see `ring-launch --help`)"
+                        ) from None
+                    self._pause(f"API error {err}", backoff, deadline)
                     resource_version = None
-                    continue
-                if err.status in (401, 403):
-                    raise ApiAccessError(
-                        f"{self.where}: the API server answered {err.status} {err.reason}; the pod's service "
-                        f"account needs get/list/watch on configmaps/{self.name} (see `ring-launch --help`)"
-                    ) from None
-                self._pause(f"API error {err.status} {err.reason}", backoff, deadline)
-                resource_version = None
-            except Exception as err:  # noqa: BLE001 - transport errors (urllib3, sockets, TLS, bad JSON): retried to the deadline
-                self._pause(f"{type(err).__name__}: {err}", backoff, deadline)
-                resource_version = None
-
-    def _list(self, api: Any, selector: str, remaining: float) -> tuple[dict[str, str] | None, str]:
-        response = api.list_namespaced_config_map(
-            self.namespace,
-            field_selector=selector,
-            _preload_content=False,
-            _request_timeout=(CONNECT_TIMEOUT, max(5.0, min(30.0, remaining))),
-        )
-        body = json.loads(response.data)
-        items = body.get("items") or []
-        data = (items[0].get("data") or {}) if items else None
-        return data, str(body.get("metadata", {}).get("resourceVersion", ""))
+                except ApiConfigError:
+                    raise
+                except Exception as err:  # noqa: BLE001 - transport errors (sockets, TLS, HTTP framing, bad JSON): retried to the deadline
+                    self._pause(f"{type(err).__name__}: {err}", backoff, deadline)
+                    resource_version = None
+        finally:
+            client.close()
 
     def _pause(self, what: str, backoff: Backoff, deadline: float) -> None:
         delay = min(backoff.next_delay(), max(0.0, deadline - time.monotonic()))
         self._log(f"{self.where}: {what}; retrying in {delay:.1f}s")
         time.sleep(delay)
-
-    def _core_api(self) -> Any:
-        from kubernetes import client, config
-
-        configuration = client.Configuration()
-        if self.kubeconfig:
-            config.load_kube_config(config_file=self.kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            try:
-                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            except config.ConfigException:
-                config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return client.CoreV1Api(client.ApiClient(configuration))
-
-
-def _observation(data: dict[str, str] | None) -> Observation:
-    if data is None:
-        return Observation(cluster=None, hccl=None, final=True)
-    return Observation(cluster=data.get(CLUSTER_FILE), hccl=data.get(HCCL_FILE), final=True)
-
-
-def _events(response: Any) -> Iterator[dict[str, Any]]:
-    """The JSON watch events of a streaming response, one per line."""
-    buffer = b""
-    for chunk in response.stream(amt=None, decode_content=True):
-        buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            if line.strip():
-                yield json.loads(line)
-    if buffer.strip():
-        yield json.loads(buffer)

@@ -100,7 +100,7 @@ class PodNotInSpec(SpecError):
         self.epoch = epoch
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Device:
     """One accelerator bound to a pod: its id on the host and its NIC IP.
 
@@ -121,7 +121,7 @@ class Device:
         return self.device_ip not in PLACEHOLDER_DEVICE_IPS
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Member:
     """One pod of the job at its rank.
 
@@ -174,7 +174,7 @@ class Member:
         return f"{self.ip}:{self.port}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class JobRef:
     """The workload a spec belongs to; ``version`` is its member generation."""
 
@@ -186,7 +186,7 @@ class JobRef:
     version: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ClusterSpec:
     """The whole membership of one job at one epoch.
 

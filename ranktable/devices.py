@@ -81,7 +81,7 @@ class InvalidDeviceAnnotation(ValueError):
         self.reason = reason
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class DeviceAnnotation:
     """The validated annotation: ``server_id`` and ``host_ip`` ("" when absent),
     ``super_pod_id`` (None when absent or negative) and devices in annotation order."""

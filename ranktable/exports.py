@@ -27,7 +27,7 @@ from ranktable.tfconfig import tf_config
 from ranktable.torchenv import torch_env, torchrun_env
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Framework:
     """One row of the exports table: who reads ``exports``, and when they are set."""
 

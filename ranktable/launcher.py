@@ -33,14 +33,23 @@ resolvable cluster and no probing. Pod identity is ``--pod``, else
 when set, guard against a stale spec written for a predecessor pod of the same
 name.
 
-This module imports no Kubernetes client; ``--from-api`` loads
-:mod:`ranktable.apiwatch` (and through it the ``kubernetes`` package) only
-when used, which keeps a file-mode start fast.
+The launcher is standard library only and runs on Python 3.9 and newer
+(an import-linter contract and the tests keep it so): ``build/build.sh``
+packs :mod:`ranktable` into one file, ``dist/ring-launch.pyz``
+(:mod:`ranktable.pyzmain` is its entry), which any image with a python3 runs
+as ``python3 ring-launch.pyz -- CMD``; the package's ``ring-launch`` console
+script runs this same module. ``--from-api`` loads :mod:`ranktable.apiwatch`
+(``http.client``, ``ssl``) only when used, which keeps a file-mode start fast.
+``--install DIR`` (the pyz only) copies the running file into ``DIR``,
+verified and atomically, for an init container.
 
-Exit codes (when CMD was not started or did not end by itself): 2 usage error,
-3 this pod never appeared in the completed spec, 4 ``--max-restarts`` spent,
-65 malformed spec, 124 timeout, 1 API access or I/O error, 126/127 CMD not
-executable / not found.
+Exit codes (when CMD was not started or did not end by itself), :mod:`ranktable.exitcodes`:
+2 usage error, 3 this pod never appeared in the completed spec, 4
+``--max-restarts`` spent, 65 malformed spec, 66 the launcher file is damaged,
+69 Python older than 3.9 (from the pyz's entry), 77 the API server refused
+(401/403: the Role is missing), 78 no API configuration (token file, CA
+bundle, kubeconfig), 124 timeout, 1 any other API or I/O error, 126/127 CMD
+not executable / not found.
 """
 
 from __future__ import annotations
@@ -55,6 +64,7 @@ import sys
 import tempfile
 from typing import Final
 
+from ranktable import exitcodes, pyzmain
 from ranktable.clusterspec import CONFIGMAP_PREFIX, PodNotInSpec, SpecError
 from ranktable.exports import frameworks_text, member_env
 from ranktable.hostfile import FILE_NAMES, hostfile_text
@@ -75,13 +85,16 @@ from ranktable.wait import (
 DEFAULT_GRACE: Final = 10.0
 DEFAULT_MAX_RESTARTS: Final = 10
 
-EXIT_USAGE: Final = 2
-EXIT_NOT_IN_SPEC: Final = 3
-EXIT_MALFORMED: Final = 65
-EXIT_TIMEOUT: Final = 124
-EXIT_ERROR: Final = 1
-EXIT_NOT_EXECUTABLE: Final = 126
-EXIT_NOT_FOUND: Final = 127
+EXIT_USAGE: Final = exitcodes.USAGE
+EXIT_NOT_IN_SPEC: Final = exitcodes.NOT_IN_SPEC
+EXIT_MALFORMED: Final = exitcodes.MALFORMED
+EXIT_DAMAGED: Final = exitcodes.DAMAGED
+EXIT_API_DENIED: Final = exitcodes.API_DENIED
+EXIT_API_CONFIG: Final = exitcodes.API_CONFIG
+EXIT_TIMEOUT: Final = exitcodes.TIMEOUT
+EXIT_ERROR: Final = exitcodes.ERROR
+EXIT_NOT_EXECUTABLE: Final = exitcodes.NOT_EXECUTABLE
+EXIT_NOT_FOUND: Final = exitcodes.NOT_FOUND
 
 _EPILOG = """\
 environment read: POD_NAME (else HOSTNAME) names this pod; POD_UID and POD_IP,
@@ -106,9 +119,11 @@ exits with CMD's code when CMD ends by itself. The trainer must resume from
 its own checkpoint. File mode sees a change only at the kubelet's next volume
 sync: prefer --from-api with --supervise.
 
-exit codes: 2 usage, 3 pod not in the completed spec, 4 --max-restarts spent,
-65 malformed spec, 124 timeout, 1 API/I-O error, 126/127 CMD not
-executable/not found; otherwise CMD's own exit code (128+N for signal N)."""
+--install DIR (dist/ring-launch.pyz only): copy this file into DIR (an
+emptyDir shared with the trainer), verified and atomically, then exit 0.
+
+exit codes: %s;
+otherwise CMD's own exit code (128+N for signal N)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -119,7 +134,8 @@ def _parser() -> argparse.ArgumentParser:
             "Wait for this pod's completed cluster spec, export every framework's variables "
             "(TF_CONFIG, torch, JAX, Paddle, MindSpore, MPI hostfiles), exec or supervise CMD."
         ),
-        epilog=_EPILOG % frameworks_text(),
+        epilog=_EPILOG
+        % (frameworks_text(), "; ".join(f"{code} {what}" for code, what in sorted(exitcodes.TABLE.items()))),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -160,6 +176,12 @@ def _parser() -> argparse.ArgumentParser:
         choices=("env", "json", "hostfile"),
         default=None,
         help="wait, print what would be exported (env: shell-quoted KEY=value lines; json; hostfile), exit 0",
+    )
+    parser.add_argument(
+        "--install",
+        metavar="DIR",
+        default=None,
+        help="the .pyz only: copy this file into DIR (verified, atomic) and exit",
     )
     parser.add_argument(
         "--supervise", action="store_true", help="stay the parent: restart CMD in place when the membership changes"
@@ -247,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(options)
     except SystemExit as stop:  # --help, or a usage error argparse already printed
         return int(stop.code or 0)
+    if args.install is not None:
+        return pyzmain.install(args.install, log=_log)
     if args.print_as is not None and (command or args.supervise):
         _log("error: --print takes no command and no --supervise")
         return EXIT_USAGE
@@ -268,7 +292,11 @@ def main(argv: list[str] | None = None) -> int:
 
     source: Source
     if args.from_api:
-        from ranktable.apiwatch import ApiSource
+        try:
+            from ranktable.apiwatch import ApiAccessError, ApiConfigError, ApiSource
+        except ImportError as err:
+            _log(f"error: {pyzmain.damaged(err)}")
+            return EXIT_DAMAGED
 
         namespace = pod_namespace(args.namespace)
         job = os.environ.get("RING_JOB_NAME")
@@ -277,7 +305,15 @@ def main(argv: list[str] | None = None) -> int:
             _log("error: --from-api needs --namespace (or $POD_NAMESPACE) and --configmap (or $RING_CONFIGMAP)")
             return EXIT_USAGE
         source = ApiSource(namespace=namespace, name=name, kubeconfig=args.kubeconfig, log=_log)
+        try:
+            source.connect()
+        except ApiConfigError as err:
+            _log(f"error: {err}")
+            return EXIT_API_CONFIG
+        refused: tuple[type[Exception], ...] = (ApiAccessError,)
+        unconfigured: tuple[type[Exception], ...] = (ApiConfigError,)
     else:
+        refused = unconfigured = ()
         source = FileSource(args.config_dir or default_config_dir(), interval=args.poll_interval)
 
     identity = identity_from_env(args.pod)
@@ -304,6 +340,12 @@ def main(argv: list[str] | None = None) -> int:
     except WaitTimeout as err:
         _log(f"error: {err}")
         return EXIT_TIMEOUT
+    except refused as err:
+        _log(f"error: {err}")
+        return EXIT_API_DENIED
+    except unconfigured as err:
+        _log(f"error: {err}")
+        return EXIT_API_CONFIG
     except Exception as err:  # noqa: BLE001 - API access, I/O: report, never a traceback at the user
         _log(f"error: {type(err).__name__}: {err}")
         return EXIT_ERROR
@@ -320,7 +362,11 @@ def main(argv: list[str] | None = None) -> int:
     for key in sorted(env):
         _log(f"{key}={env[key]}")
     if args.supervise:
-        from ranktable.supervise import Supervisor
+        try:
+            from ranktable.supervise import Supervisor
+        except ImportError as err:
+            _log(f"error: {pyzmain.damaged(err)}")
+            return EXIT_DAMAGED
 
         return Supervisor(
             command=command,

@@ -33,7 +33,7 @@ class LevelError(ValueError):
     """A ``levelList`` that is not well formed; the message names the path."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class RankAddr:
     """One address of a device on a network level (``rank_addr_list`` entry)."""
 
@@ -43,7 +43,7 @@ class RankAddr:
     plane_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class NetElement:
     """A device's place on one network level: the table's ``level_list`` entry."""
 
@@ -67,7 +67,7 @@ class NetElement:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class DeviceLevel:
     """One ``levelList`` entry: the level and its elements by port address type (sorted by type)."""
 

@@ -54,13 +54,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Union
 
+from ranktable import exitcodes
 from ranktable.clusterspec import ClusterSpec, PodNotInSpec, SpecError
 from ranktable.wait import Identity, Judge, Log, Ready, Source, quiet
 
 #: Exit code when a restart is needed but ``--max-restarts`` are spent.
-EXIT_RESTARTS_SPENT: Final = 4
+EXIT_RESTARTS_SPENT: Final = exitcodes.RESTARTS_SPENT
 RESTART_COUNT_VAR: Final = "RING_RESTART_COUNT"
 FORWARDED_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 #: Far enough ahead to be "never" for a watch, finite for the sources' arithmetic.
@@ -82,30 +83,31 @@ class Outcome(Exception):
         self.code = code
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class _Verdict:
     verdict: Ready | str
     spec: ClusterSpec | None
     not_in: PodNotInSpec | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class _Exited:
     process: subprocess.Popen[bytes]
     code: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class _Signal:
     signum: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class _WatchFailed:
     error: BaseException
 
 
-_Event = _Verdict | _Exited | _Signal | _WatchFailed
+# typing.Union, not `|`: evaluated at import, and the launcher runs on Python 3.9.
+_Event = Union[_Verdict, _Exited, _Signal, _WatchFailed]
 
 
 def exit_code(returncode: int) -> int:
