@@ -7,6 +7,7 @@
 #   build/bench.sh --jobs 200 --pods 8 --compare old.json --check-targets
 #   build/bench.sh --vs-dns [--workers 2,4,8] [--repeats 5] [--json OUT] [--plot OUT.png]
 #   build/bench.sh --delivery [--modes file+touch,file,api] [--repeats 10] [--json OUT]
+#   build/bench.sh --launcher [--repeats 5] [--concurrency 1,8] [--wait 60] [--json OUT]
 #
 # --vs-dns runs tests/bench/vsdns.py instead: ring-controller against the
 # DNS-probing baseline (build/examples/baseline), the same TrainJobs on the
@@ -14,6 +15,10 @@
 # jobset,volcano,trainer,node), and needs matplotlib for --plot.
 # --delivery runs tests/bench/delivery.py: spec completed -> TF_CONFIG in a
 # container on the real node, per delivery mode (same cluster).
+# --launcher runs tests/bench/launcher.py: launcher start -> spec observed
+# (file and API mode, 1 and 8 at once, wall and CPU-s per launcher) and the
+# file-mode wait's CPU and swap -> exit latency, the launcher before
+# (merge-base with main) and after (dist/ring-launch.pyz); the tests' cluster.
 #
 # Uses the virtualenv .venv (created and the project installed into it when
 # missing), brings up or reuses the cluster in --state-dir (default
@@ -38,6 +43,9 @@ for arg in "$@"; do
     if [[ "$arg" == "--vs-dns" ]]; then
         .venv/bin/python -c 'import matplotlib' 2>/dev/null || .venv/bin/python -m pip install --quiet --disable-pip-version-check matplotlib
         exec .venv/bin/python -m tests.bench.vsdns "$@"
+    fi
+    if [[ "$arg" == "--launcher" ]]; then
+        exec .venv/bin/python -m tests.bench.launcher "$@"
     fi
     if [[ "$arg" == "--delivery" ]]; then
         exec .venv/bin/python -m tests.bench.delivery "$@"

@@ -8,9 +8,15 @@ modules (what ``ring-launch`` imports, and nothing above that layer: an
 import-linter contract keeps ``ranktable`` on the standard library) and a
 ``__main__.py`` that calls :func:`ranktable.pyzmain.run`. Reproducible: the
 members are sorted and stamped with a fixed time, so the same sources give
-the same bytes (and the same sha256 in ``--install``'s line). Sources only,
-no bytecode: the file runs on Python 3.9 to 3.13, whose bytecode differs.
-Prints the path, size and sha256.
+the same bytes (and the same sha256 in ``--install``'s line).
+
+Bytecode: zipimport cannot cache compiled modules, so a sources-only file
+compiles all of them at every start (about 30 ms of CPU here). The archive
+therefore also holds each module compiled by the Python that builds it
+(``ranktable/NAME.pyc``, unchecked hash-based: no timestamps). That Python's
+minor version (3.11, the controller image's and bookworm's) uses them; any
+other finds a foreign magic number and zipimport falls back to the source.
+Prints the path, size, sha256 and the bytecode's Python version.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ import argparse
 import hashlib
 import io
 import os
+import py_compile
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -36,10 +44,21 @@ STAMP = (1980, 1, 1, 0, 0, 0)
 
 
 def members(repo: Path = REPO) -> list[tuple[str, bytes]]:
-    """The archive's (name, bytes), sorted: ``__main__.py`` and every ``ranktable/*.py``."""
+    """The archive's (name, bytes), sorted: ``__main__.py``, every ``ranktable/*.py`` and its ``.pyc``."""
     files = [("__main__.py", MAIN)]
-    for path in sorted((repo / PACKAGE).glob("*.py")):
-        files.append((f"{PACKAGE}/{path.name}", path.read_bytes()))
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in sorted((repo / PACKAGE).glob("*.py")):
+            name = f"{PACKAGE}/{path.name}"
+            files.append((name, path.read_bytes()))
+            cfile = os.path.join(tmp, path.name + "c")
+            py_compile.compile(
+                str(path),
+                cfile=cfile,
+                dfile=name,
+                doraise=True,
+                invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+            )
+            files.append((name + "c", Path(cfile).read_bytes()))
     return sorted(files)
 
 
@@ -67,7 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "dist" / "ring-launch.pyz")
     args = parser.parse_args(argv)
     data = build(args.out)
-    print(f"{args.out} ({len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()[:16]})")
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    print(
+        f"{args.out} ({len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()[:16]}, bytecode for Python {version})"
+    )
     return 0
 
 
