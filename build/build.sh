@@ -64,9 +64,9 @@ fi
 
 context="$(mktemp -d)"
 trap 'rm -rf "$context"' EXIT
-cp "$wheel" "$context/"
+cp "$wheel" dist/ring-launch.pyz "$context/"
 mkdir "$context/image"
 cp build/image/base-packages.txt build/image/controller.lock "$context/image/"
-step "building image $image (context: the wheel and build/image/'s package lists)"
+step "building image $image (context: the wheel, ring-launch.pyz and build/image/'s package lists)"
 DOCKER_BUILDKIT=1 docker build --progress=plain -f build/Dockerfile -t "$image" "$context"
 step "image: $image"

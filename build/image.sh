@@ -10,7 +10,8 @@
 # ~/.cache/ring-images) and keyed by its inputs, so a second run takes seconds:
 #   base  Debian bookworm minbase + python3 (mmdebstrap), the user 65532:65532
 #   deps  a venv with the locked runtime dependencies (pip, bytecode compiled)
-#   app   the product wheel (ring-controller, ring-launch); the trainer adds
+#   app   the product wheel (ring-controller, ring-launch); the controller adds
+#         dist/ring-launch.pyz in /opt/ring-launch (built here), the trainer
 #         build/examples/tensorflow/{train,make_cifar10}.py in /app
 # packed into an OCI layout (uncompressed layers) and written by skopeo as docker-archive
 # tarballs dist/images/<name>-<version>.tar, tagged exactly as
@@ -398,6 +399,9 @@ check_image() {
     echo "    clients: $(check_run "$bundle/b" python -c 'import kubernetes.client, kubernetes.config, kubernetes_asyncio.client, prometheus_client, structlog, yaml; print("kubernetes", kubernetes.__version__, "kubernetes_asyncio", kubernetes_asyncio.__version__)')" >&2
     if [[ "$name" == "$CONTROLLER_IMAGE" ]]; then
         echo "    ring-controller --version: $(check_run "$bundle/b" ring-controller --version)" >&2
+        # What the init container does, as 65532 on the read-only root: install into a writable dir.
+        echo "    ring-launch.pyz --install: $(check_run "$bundle/b" sh -c \
+            "python3 -I -S $LAUNCHER_DIR/ring-launch.pyz --install /tmp/ring 2>&1 && python3 -I -S /tmp/ring/ring-launch.pyz --help | head -1")" >&2
     else
         echo "    import tensorflow: $(check_run "$bundle/b" python -c \
             'import tensorflow as tf, keras; print("tensorflow", tf.__version__, "keras", keras.__version__)' | tail -1)" >&2
@@ -419,8 +423,9 @@ summary=() sizes=()
 for name in controller trainer; do
     if [[ $name == controller ]]; then
         [[ $want_controller -eq 1 ]] || continue
-        img="$CONTROLLER_IMAGE" venv="$CONTROLLER_VENV" lockname="$CONTROLLER_LOCK" files=() light=1 prune="$CONTROLLER_PRUNE"
-        appdir=""
+        img="$CONTROLLER_IMAGE" venv="$CONTROLLER_VENV" lockname="$CONTROLLER_LOCK" light=1 prune="$CONTROLLER_PRUNE"
+        step "launcher: $("$python" build/launcher/pyz.py --out dist/ring-launch.pyz)"
+        appdir="$LAUNCHER_DIR" files=(dist/ring-launch.pyz)
     else
         [[ $want_trainer -eq 1 ]] || continue
         img="$TRAINER_IMAGE" venv="$TRAINER_VENV" lockname="$TRAINER_LOCK" appdir="$TRAINER_APP" light=0 prune="$TRAINER_PRUNE"

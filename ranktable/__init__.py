@@ -1,12 +1,10 @@
 """Output formats of ring-controller and their readers, plus the container-side launcher.
 
 The lowest layer (``ringcontroller -> agent -> model -> ranktable``): it imports
-nothing from the other packages (layer contract), and its format code imports
-no Kubernetes or HTTP client (a forbidden contract on ``kubernetes``,
-``kubernetes_asyncio``, ``aiohttp`` that exempts exactly
-:mod:`ranktable.apiwatch`, which imports the synchronous ``kubernetes`` client
-lazily), so the same code runs in the daemon and, small and fast to import, in
-every training container.
+nothing from the other packages (layer contract) and nothing outside the
+standard library of Python 3.9 (the ``stdlib_only`` contract), so the same
+code runs in the daemon and, packed into one file (``dist/ring-launch.pyz``,
+:mod:`ranktable.pyzmain`), in any training image that has a python3.
 
 * :mod:`ranktable.clusterspec`: ``cluster.json``, the spec everything else
   derives from (data types, canonical JSON, strict parser).
@@ -21,8 +19,9 @@ every training container.
   :mod:`ranktable.hostfile`: each framework's variables (and the MPI
   hostfiles) for one member, pure; :mod:`ranktable.exports` puts them
   together with the table users see; ``setup_tf_config()`` drop-in.
-* :mod:`ranktable.wait`, :mod:`ranktable.launcher`, :mod:`ranktable.apiwatch`,
-  :mod:`ranktable.supervise`: ``ring-launch``, which waits for the spec (file
-  or API) and execs the trainer, or supervises it and restarts it in place
-  on a new epoch.
+* :mod:`ranktable.wait`, :mod:`ranktable.launcher`, :mod:`ranktable.apiwatch`
+  (over :mod:`ranktable.kubeapi` and :mod:`ranktable.kubeconfig`: ``http.client``
+  and ``ssl``), :mod:`ranktable.supervise`: ``ring-launch``, which waits for
+  the spec (file or API) and execs the trainer, or supervises it and restarts
+  it in place on a new epoch; :mod:`ranktable.exitcodes` its exit codes.
 """

@@ -166,3 +166,10 @@ def test_trainer_examples_exist_and_match_the_manifests(conf: dict[str, str]) ->
     # The example workloads run the script at the path the trainer image has it.
     for manifest in ("examples/volcano/tf-cifar10.yaml", "examples/trainer/tensorflow-runtime.yaml"):
         assert script in (BUILD / manifest).read_text(), manifest
+
+
+def test_both_builds_ship_the_one_file_launcher_in_launcher_dir(conf: dict[str, str]) -> None:
+    copies = [rest.split() for ins, rest in runtime_stage() if ins == "COPY"]
+    assert ["ring-launch.pyz", f"{conf['LAUNCHER_DIR']}/ring-launch.pyz"] in copies
+    script = (BUILD / "image.sh").read_text()
+    assert 'appdir="$LAUNCHER_DIR" files=(dist/ring-launch.pyz)' in script
