@@ -31,6 +31,7 @@ from model.topology import RULE_SPEC, RankOrder, RankRule, node_path, rule_for
 from ranktable.clusterspec import CLUSTER_FILE, HCCL_FILE, ClusterSpec, SpecError, spec_from_json
 from ranktable.hccl import DEFAULT_CHOICE
 from ranktable.launcher import launch_env, launch_options
+from ranktable.pyzmain import PYZ_NAME
 from ranktable.wait import DEFAULT_CONFIG_DIR, FileSource, Identity, Judge, Observation, Ready
 
 Json = dict[str, Any]
@@ -346,11 +347,15 @@ def launch_setup(pod: Json, *, container: str | None = None) -> LaunchSetup:
     )
 
 
+#: What the launcher is called in a command: the console script, or the one file (``python3 /ring/ring-launch.pyz``).
+_LAUNCHER_NAMES: Final = frozenset({"ring-launch", PYZ_NAME})
+
+
 def _launcher_argv(container: Json) -> list[str] | None:
-    """The arguments after ``ring-launch`` in a container's command and args, None if it does not run it."""
+    """The arguments after ``ring-launch`` (or ``ring-launch.pyz``) in a container's command and args, None if none."""
     words = [str(w) for w in (container.get("command") or []) + (container.get("args") or [])]
     for i, word in enumerate(words):
-        if os.path.basename(word) == "ring-launch":
+        if os.path.basename(word) in _LAUNCHER_NAMES:
             return words[i + 1 :]
         if "ring-launch" in word and " " in word:  # sh -c "ring-launch ... -- python train.py"
             try:
@@ -358,7 +363,7 @@ def _launcher_argv(container: Json) -> list[str] | None:
             except ValueError:
                 continue
             for j, part in enumerate(split):
-                if os.path.basename(part) == "ring-launch":
+                if os.path.basename(part) in _LAUNCHER_NAMES:
                     return split[j + 1 :]
     return None
 

@@ -201,8 +201,10 @@ def _launching(
             "/e",
             "/t/ring-launch",
         ),
+        (["python3", "/ring/ring-launch.pyz", "--config-dir", "/cfg", "--", "x"], None, "/cfg", "/tmp/ring-launch"),
+        (["sh", "-c", "python3 /ring/ring-launch.pyz --config-dir /cfg -- x"], None, "/cfg", "/tmp/ring-launch"),
     ],
-    ids=["defaults", "flags", "sh-c", "env"],
+    ids=["defaults", "flags", "sh-c", "env", "pyz", "pyz-sh-c"],
 )
 def test_launch_setup_reads_the_pods_ring_launch_command_line(
     command: list[str], env: list[dict[str, str]] | None, config_dir: str, hostfile_dir: str
