@@ -100,7 +100,9 @@ def test_volcano_gang_runtime_starts_all_members_or_none_and_ranks_them_by_index
     pod_spec = nodejobs.pod_spec(runtime)
     (container,) = pod_spec["containers"]
     assert runtime["spec"]["podGroupPolicy"] == {"volcano": {}} and pod_spec["schedulerName"] == "volcano"
-    assert container["command"][0] == "ring-launch" and "network" not in runtime["spec"]["template"]["spec"]
+    assert container["command"][:2] == ["python3", "/ring/ring-launch.pyz"], container["command"]
+    assert [c["command"][-2:] for c in pod_spec["initContainers"]] == [["--install", "/ring"]]
+    assert "network" not in runtime["spec"]["template"]["spec"]
     per_pod = parse_quantity(container["resources"]["requests"]["cpu"])
     full = copy.deepcopy(queue["spec"]["capability"])
     assert parse_quantity(full["cpu"]) >= per_pod * nodes, "the file's queue must fit the file's TrainJob"
