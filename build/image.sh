@@ -10,9 +10,11 @@
 # ~/.cache/ring-images) and keyed by its inputs, so a second run takes seconds:
 #   base  Debian bookworm minbase + python3 (mmdebstrap), the user 65532:65532
 #   deps  a venv with the locked runtime dependencies (pip, bytecode compiled)
-#   app   the product wheel (ring-controller, ring-launch); the controller adds
-#         dist/ring-launch.pyz in /opt/ring-launch (built here), the trainer
-#         build/examples/tensorflow/{train,make_cifar10}.py in /app
+#   app   the controller: the product wheel (ring-controller, ring-launch) and
+#         dist/ring-launch.pyz in /opt/ring-launch (built here); the trainer:
+#         only build/examples/tensorflow/{train,make_cifar10}.py in /app, no
+#         product (its pods get the launcher from the controller image's init
+#         container, like any user's image)
 # packed into an OCI layout (uncompressed layers) and written by skopeo as docker-archive
 # tarballs dist/images/<name>-<version>.tar, tagged exactly as
 # build/ring-controller.yaml names the image (ring-controller:0.1.0).
@@ -262,30 +264,36 @@ build_app() {
     shift 3
     local files=("$@") files_digest=""
     if [[ ${#files[@]} -gt 0 ]]; then files_digest="$("${tool[@]}" digest "${files[@]}")"; fi
-    app_key="$(printf '%s\n' "recipe=$recipe" "$deps_key" "$wheel_digest" "$appdir" "${files[@]}" "$files_digest" | sha)"
+    # The trainer carries no product code (the launcher comes from the controller
+    # image's init container), so its layer does not change with the product.
+    local product="$wheel_digest"
+    if [[ $with_wheel -eq 0 ]]; then product="no-product"; fi
+    app_key="$(printf '%s\n' "recipe=$recipe" "$deps_key" "$product" "$appdir" "${files[@]}" "$files_digest" | sha)"
     app="$cache/app/$name-$app_key"
     if [[ $rebuild -eq 0 && -f "$app/done" ]]; then
-        step "$name app $app_key: cached (product $wheel_digest)"
+        step "$name app $app_key: cached (product $product)"
         return
     fi
-    product_wheel
-    step "$name app $app_key: $(basename "$wheel")${files[*]:+ + ${files[*]##*/} in $appdir}"
+    if [[ $with_wheel -eq 1 ]]; then product_wheel; fi
+    step "$name app $app_key: $([[ $with_wheel -eq 1 ]] && basename "$wheel" || echo "no product")${files[*]:+ + ${files[*]##*/} in $appdir}"
     rm -rf "$app" "$app.tmp"
     mkdir -p "$app.tmp"
     local root="$deps/rootfs" stage=/.ring-image-stage
     rm -rf "$root$stage" "$root/tmp/app"
     mkdir -p "$root$stage" "$root/tmp/app"
-    cp "$wheel" "$root/tmp/app/"
-    local pipwhl wheels
-    wheels="$cache/wheels/$(cat "build/image/$lockname" <(echo "$PIP") | sha)"
-    pipwhl="$(cd "$wheels" && ls pip-*.whl)"
-    cp "$wheels/$pipwhl" "$root/tmp/app/"
-    # --root stages the files apart from the venv they belong to, so the layer
-    # holds exactly them; bytecode is compiled with the staging prefix stripped.
-    chroot "$root" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root PYTHONDONTWRITEBYTECODE=1 \
-        "$venv/bin/python" "/tmp/app/$pipwhl/pip" install --quiet --disable-pip-version-check \
-        --no-cache-dir --no-index --no-deps --no-compile --no-warn-script-location \
-        --root "$stage" "/tmp/app/$(basename "$wheel")" >&2
+    if [[ $with_wheel -eq 1 ]]; then
+        cp "$wheel" "$root/tmp/app/"
+        local pipwhl wheels
+        wheels="$cache/wheels/$(cat "build/image/$lockname" <(echo "$PIP") | sha)"
+        pipwhl="$(cd "$wheels" && ls pip-*.whl)"
+        cp "$wheels/$pipwhl" "$root/tmp/app/"
+        # --root stages the files apart from the venv they belong to, so the layer
+        # holds exactly them; bytecode is compiled with the staging prefix stripped.
+        chroot "$root" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root PYTHONDONTWRITEBYTECODE=1 \
+            "$venv/bin/python" "/tmp/app/$pipwhl/pip" install --quiet --disable-pip-version-check \
+            --no-cache-dir --no-index --no-deps --no-compile --no-warn-script-location \
+            --root "$stage" "/tmp/app/$(basename "$wheel")" >&2
+    fi
     if [[ ${#files[@]} -gt 0 ]]; then
         install -d -m 0755 "$root$stage$appdir"
         install -m 0644 "${files[@]}" "$root$stage$appdir/"
@@ -334,7 +342,7 @@ build_image() {
         size="$("${tool[@]}" oci "$cache/oci" "$name-$image_key" "$name-$version" "${config[@]}" \
             --layer "$base/layer.tar=mmdebstrap $SUITE --variant=$VARIANT + $packages; user $USER_ID:$GROUP_ID" \
             --layer "$deps/layer.tar=$venv: $name dependencies (build/image/$lockname)" \
-            --layer "$app/layer.tar=ring-controller $version (product $wheel_digest)")"
+            --layer "$app/layer.tar=$name $version app layer (key $app_key)")"
         rm -rf "$image_dir" "$image_dir.tmp"
         mkdir -p "$image_dir.tmp"
         skopeo copy --quiet "oci:$cache/oci:$name-$image_key" "docker-archive:$image_dir.tmp/image.tar:$ref" >&2
@@ -395,9 +403,9 @@ check_image() {
         die "no bytecode for $(echo "$missing" | wc -l) modules (first: $(echo "$missing" | head -3 | xargs))"
     fi
     echo "    id: $(check_run "$bundle/b" id)" >&2
-    echo "    ring-launch --help: $(check_run "$bundle/b" ring-launch --help | head -1)" >&2
-    echo "    clients: $(check_run "$bundle/b" python -c 'import kubernetes.client, kubernetes.config, kubernetes_asyncio.client, prometheus_client, structlog, yaml; print("kubernetes", kubernetes.__version__, "kubernetes_asyncio", kubernetes_asyncio.__version__)')" >&2
     if [[ "$name" == "$CONTROLLER_IMAGE" ]]; then
+        echo "    ring-launch --help: $(check_run "$bundle/b" ring-launch --help | head -1)" >&2
+        echo "    clients: $(check_run "$bundle/b" python -c 'import kubernetes.client, kubernetes.config, kubernetes_asyncio.client, prometheus_client, structlog, yaml; print("kubernetes", kubernetes.__version__, "kubernetes_asyncio", kubernetes_asyncio.__version__)')" >&2
         echo "    ring-controller --version: $(check_run "$bundle/b" ring-controller --version)" >&2
         # What the init container does, as 65532 on the read-only root: install into a writable dir.
         echo "    ring-launch.pyz --install: $(check_run "$bundle/b" sh -c \
@@ -406,6 +414,7 @@ check_image() {
         echo "    import tensorflow: $(check_run "$bundle/b" python -c \
             'import tensorflow as tf, keras; print("tensorflow", tf.__version__, "keras", keras.__version__)' | tail -1)" >&2
         echo "    examples: $(check_run "$bundle/b" sh -c "python $TRAINER_APP/make_cifar10.py --out /tmp/c --per-batch 8 >/dev/null && ls $TRAINER_APP /tmp/c | xargs")" >&2
+        echo "    no product: $(check_run "$bundle/b" sh -c '! command -v ring-launch && ! python -c "import ranktable" 2>/dev/null && echo "no ring-launch, no ranktable"')" >&2
     fi
     rm -rf "$bundle"
 }
@@ -423,12 +432,12 @@ summary=() sizes=()
 for name in controller trainer; do
     if [[ $name == controller ]]; then
         [[ $want_controller -eq 1 ]] || continue
-        img="$CONTROLLER_IMAGE" venv="$CONTROLLER_VENV" lockname="$CONTROLLER_LOCK" light=1 prune="$CONTROLLER_PRUNE"
+        img="$CONTROLLER_IMAGE" venv="$CONTROLLER_VENV" lockname="$CONTROLLER_LOCK" light=1 prune="$CONTROLLER_PRUNE" with_wheel=1
         step "launcher: $("$python" build/launcher/pyz.py --out dist/ring-launch.pyz)"
         appdir="$LAUNCHER_DIR" files=(dist/ring-launch.pyz)
     else
         [[ $want_trainer -eq 1 ]] || continue
-        img="$TRAINER_IMAGE" venv="$TRAINER_VENV" lockname="$TRAINER_LOCK" appdir="$TRAINER_APP" light=0 prune="$TRAINER_PRUNE"
+        img="$TRAINER_IMAGE" venv="$TRAINER_VENV" lockname="$TRAINER_LOCK" appdir="$TRAINER_APP" light=0 prune="$TRAINER_PRUNE" with_wheel=0
         read -r -a files <<<"$TRAINER_EXAMPLES"
     fi
     t0=$SECONDS

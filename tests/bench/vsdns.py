@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     kinds = [k for k in args.runtimes.split(",") if k]
     state = args.state_dir or workloads_state_dir()
     cluster = ensure_up(state_dir=state, addons=COMPONENTS, say=_say)
-    nodejobs.ensure_image(nodejobs.TRAINER_IMAGE, "--trainer")
+    nodejobs.ensure_trainer_images()
     api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     core, custom, rbac = client.CoreV1Api(api), client.CustomObjectsApi(api), client.RbacAuthorizationV1Api(api)
     namespace = f"vsdns-{os.getpid()}"

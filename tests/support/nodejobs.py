@@ -9,7 +9,7 @@ nothing of their logic changed:
   ``ring-launch`` reading the kubelet-mounted ``rings-config`` volume (the
   TrainJob adds the volume through ``runtimePatches``, since a shared runtime
   cannot name a per-job ConfigMap);
-* ``ring-api``: the same example as shipped, ``ring-launch --from-api``
+* ``ring-api``: the same example as shipped, ``ring-launch.pyz --from-api``
   (the pods' ServiceAccount may read ConfigMaps: :func:`configmap_reader`).
 
 All run the trainer image (``ring-trainer:0.1.0``, ``build/image.sh
@@ -42,6 +42,8 @@ from ringdevcluster.harness import REPO, TRAINER_IMAGE, WorkerLog, apply, delete
 __all__ = [
     "BASELINE",
     "CONFIG_DIR",
+    "CONTROLLER_IMAGE",
+    "LAUNCH",
     "PORT",
     "RING_RUNTIME",
     "RUNTIMES",
@@ -53,6 +55,7 @@ __all__ = [
     "configmap_reader",
     "delete",
     "ensure_image",
+    "ensure_trainer_images",
     "logs",
     "make_data",
     "parse_log",
@@ -73,6 +76,16 @@ CONFIG_DIR = "/etc/ring-config"
 #: Prints the container's start before the launcher runs (dash and GNU date are in the image).
 START_MARKER = 'echo "CONTAINER_START $(date +%s.%N)"; exec "$@"'
 PORT = 12345
+#: The controller image: the examples' init container copies ring-launch.pyz from it into trainer pods.
+CONTROLLER_IMAGE = "ring-controller:0.1.0"
+#: How a trainer container runs the launcher that init container installed (the trainer image has no ring-launch).
+LAUNCH = ("python3", "/ring/ring-launch.pyz")
+
+
+def ensure_trainer_images() -> None:
+    """This checkout's trainer image (TensorFlow, no product) and controller image (the launcher's init container)."""
+    ensure_image(TRAINER_IMAGE, "--trainer")
+    ensure_image(CONTROLLER_IMAGE, "--controller")
 
 
 def pod_spec(runtime: Json) -> Json:
@@ -97,7 +110,7 @@ def runtime(kind: str, name: str, *, data_dir: Path, steps: int = 3, delay_index
     (container,) = spec["containers"]
     container["image"] = TRAINER_IMAGE
     container["imagePullPolicy"] = "IfNotPresent"
-    launch = ["python", "/app/dns_probe.py", "--"] if kind == "dns" else ["ring-launch"]
+    launch = ["python", "/app/dns_probe.py", "--"] if kind == "dns" else list(LAUNCH)
     if kind == "ring-api":
         launch.append("--from-api")
     if kind != "dns":
@@ -123,12 +136,13 @@ def runtime(kind: str, name: str, *, data_dir: Path, steps: int = 3, delay_index
             volume["hostPath"]["path"] = str(data_dir)
     if delay_index is not None:
         spec["initContainers"] = [
+            *spec.get("initContainers", []),
             {
                 "name": "late",
                 "image": TRAINER_IMAGE,
                 "imagePullPolicy": "IfNotPresent",
                 "command": ["sh", "-c", f'[ "$JOB_COMPLETION_INDEX" != "{delay_index}" ] || sleep 20'],
-            }
+            },
         ]
     if kind != "dns":  # the ring runtimes: labelled for the controller (the example's template labels)
         doc["spec"]["template"].setdefault("metadata", {}).setdefault("labels", {})["ring-controller.atlas"] = (

@@ -139,7 +139,7 @@ def test_entrypoint_is_a_console_script(conf: dict[str, str]) -> None:
     scripts = setup_cfg()["options.entry_points"]["console_scripts"]
     names = {line.split("=")[0].strip() for line in scripts.splitlines() if line.strip()}
     assert conf["CONTROLLER_ENTRYPOINT"] in names
-    assert "ring-launch" in names  # the trainer image's launcher
+    assert "ring-launch" in names  # the package's launcher (the pyz runs the same code)
 
 
 @pytest.mark.parametrize("lock", ["CONTROLLER_LOCK", "TRAINER_LOCK"], ids=["controller", "trainer"])

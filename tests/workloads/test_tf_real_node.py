@@ -39,7 +39,7 @@ Json = dict[str, Any]
 
 @pytest.fixture(scope="module")
 def trainer_image() -> str:
-    nodejobs.ensure_image(nodejobs.TRAINER_IMAGE, "--trainer")
+    nodejobs.ensure_trainer_images()
     return nodejobs.TRAINER_IMAGE
 
 
@@ -111,7 +111,7 @@ def test_volcano_job_two_workers_file_mode_train_in_sync(
 ) -> None:
     job = volcano_job(
         "tfv", data=cifar, workers=2,
-        command=["ring-launch", "--timeout", "300", "--"], args=["python", "/app/train.py", "--steps", "4", "--result", "-"],
+        command=[*nodejobs.LAUNCH, "--timeout", "300", "--"], args=["python", "/app/train.py", "--steps", "4", "--result", "-"],
     )  # fmt: skip
     k8s.custom.create_namespaced_custom_object(*VOLCANO, namespace, "jobs", job)
     pods = wait_for(
@@ -159,7 +159,7 @@ def test_a_replaced_worker_starts_only_with_the_new_epoch(
 ) -> None:
     script = 'echo "EPOCH $RING_EPOCH TF_CONFIG $TF_CONFIG"; exec sleep 600'
     job = volcano_job(
-        "rep", data=cifar, workers=2, command=["ring-launch", "--timeout", "300", "--"], args=["sh", "-c", script]
+        "rep", data=cifar, workers=2, command=[*nodejobs.LAUNCH, "--timeout", "300", "--"], args=["sh", "-c", script]
     )
     k8s.custom.create_namespaced_custom_object(*VOLCANO, namespace, "jobs", job)
 

@@ -224,7 +224,7 @@ def _why_waiting(k8s: Any, namespace: str, name: str) -> str:
 def test_volcano_gang_example_script_trains_in_sync_on_the_real_node(
     k8s: Any, namespace: str, controller: ControllerProcess, workloads: Cluster
 ) -> None:
-    nodejobs.ensure_image(nodejobs.TRAINER_IMAGE, "--trainer")
+    nodejobs.ensure_trainer_images()
     data = nodejobs.make_data(Path(workloads.state_dir) / "test-cifar10")
     k8s.core.patch_namespace(namespace, {"metadata": {"annotations": node.namespace_placement()}})
     docs = volcano_example(namespace)

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def cifar(workloads: Any) -> Path:
-    nodejobs.ensure_image(nodejobs.TRAINER_IMAGE, "--trainer")
+    nodejobs.ensure_trainer_images()
     return nodejobs.make_data(Path(workloads.state_dir) / "test-cifar10")
 
 

@@ -1,0 +1,80 @@
+"""Plain Python images for the real node: Debian bullseye, bookworm, trixie with python3 and nothing else.
+
+The one-file launcher must run in images that know nothing of this project.
+Each image is the cached root of :mod:`tests.support.pythonroots` packed as a
+one-layer docker-archive (user 65532:65532, ``CMD python3``) and imported
+into the node's containerd as ``ring-devcluster.local/python:<suite>-<key>``,
+the key being a digest of the root's package list (a changed root is a new
+image). Made once per root: about 120 MB per image; :func:`image` says how
+long a cold one took.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+from ringdevcluster import node
+from tests.support import pythonroots
+
+#: Directories the launcher tests mount into a root (tests.support.pythonroots): not part of the image.
+_TEST_MOUNTS = ("./ring", "./etc/ring-config", "./run/secrets")
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def image(suite: str, workdir: Path) -> str:
+    """The image name of ``suite`` in the node's containerd (packed and imported now if missing)."""
+    root = pythonroots.ensure_root(suite)
+    key = _file_digest(root / "var" / "lib" / "dpkg" / "status")[:12]
+    name = f"ring-devcluster.local/python:{suite}-{key}"
+    if f"{name}" in node.image_names() or f"docker.io/{name}" in node.image_names():
+        return name
+    started = time.monotonic()
+    workdir.mkdir(parents=True, exist_ok=True)
+    layer = workdir / f"{suite}-layer.tar"
+    excludes = [f"--exclude={path}" for path in ("./dev/*", "./proc/*", "./sys/*", *_TEST_MOUNTS)]
+    subprocess.run(
+        ["tar", "-C", str(root), "--numeric-owner", "--sort=name", *excludes, "-cf", str(layer), "."],
+        check=True, timeout=300,
+    )  # fmt: skip
+    diff_id = "sha256:" + _file_digest(layer)
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {
+            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+            "Cmd": ["python3"],
+            "User": "65532:65532",
+            "WorkingDir": "/",
+        },
+        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+        "history": [{"created_by": f"mmdebstrap --variant=minbase --include=python3 {suite}"}],
+    }
+    config_bytes = json.dumps(config, sort_keys=True).encode()
+    config_name = hashlib.sha256(config_bytes).hexdigest() + ".json"
+    layer_name = diff_id.split(":", 1)[1] + "/layer.tar"
+    manifest = [{"Config": config_name, "RepoTags": [name], "Layers": [layer_name]}]
+    archive = workdir / f"{suite}.tar"
+    with tarfile.open(archive, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for member, data in (("manifest.json", json.dumps(manifest).encode()), (config_name, config_bytes)):
+            info = tarfile.TarInfo(member)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, __import__("io").BytesIO(data))
+        tar.add(layer, arcname=layer_name)
+    layer.unlink()
+    node.import_image(archive)
+    archive.unlink()
+    print(f"python image {name}: packed and imported in {time.monotonic() - started:.1f}s", file=sys.stderr)
+    return name
