@@ -15,8 +15,9 @@ console script did; "after" runs ``python3 -I -S dist/ring-launch.pyz``
 
 Wait: one file-mode launcher waits ``--wait`` seconds on an initializing spec;
 then the completed spec is swapped in the kubelet's way. Reported: its CPU
-seconds over the whole run, and the swap -> exit latency (``--swaps`` short
-waits, p50 and max), the figure the 50 ms target is about.
+seconds over the whole run, and over ``--swaps`` short waits (p50 and max)
+the latency from the swap to the launcher's "spec completed" line (the
+figure the 50 ms target is about) and to its exit.
 
 Prints a table; ``--json`` writes the figures. The cluster is the tests'
 (``$RING_DEVCLUSTER_STATE``), brought up or reused like the tests do.
@@ -110,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", default="1,8")
     p.add_argument("--wait", type=float, default=60.0, help="seconds of the file-mode wait (default 60)")
     p.add_argument("--swaps", type=int, default=10, help="swap -> exit samples (default 10)")
+    p.add_argument("--parts", default="start,wait", help="which measurements (default start,wait)")
     p.add_argument("--before", default=None, help="git ref of the old launcher (default: merge-base with main)")
     p.add_argument("--json", type=Path, metavar="OUT")
     args = p.parse_args(argv)
@@ -148,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             "api": ["--from-api", "--kubeconfig", str(cluster.kubeconfig), "--namespace", namespace, "--configmap", CM],
         }
         lines = [f"{'variant':8} {'mode':5} {'N':>3} {'wall p50':>9} {'wall max':>9} {'CPU-s/launcher':>15}"]
-        for mode, mode_args in modes.items():
+        for mode, mode_args in modes.items() if "start" in args.parts.split(",") else ():
             for n in [int(x) for x in args.concurrency.split(",")]:
                 for variant, base in variants.items():
                     rows: list[tuple[float, float, int]] = []
@@ -161,12 +163,13 @@ def main(argv: list[str] | None = None) -> int:
                         f"{variant:8} {mode:5} {n:>3} {s['wall_p50']:>8.3f}s {s['wall_max']:>8.3f}s {s['cpu_mean']:>14.3f}"
                     )
                     _say(lines[-1])
-        for variant, base in variants.items():
+        for variant, base in variants.items() if "wait" in args.parts.split(",") else ():
             figures["wait"][variant] = wait_figures(base, env_of[variant], work / f"wait-{variant}", args)
             w = figures["wait"][variant]
             lines.append(
-                f"{variant:8} file wait {args.wait:g}s: CPU {w['cpu_wait']:.3f}s; swap -> exit p50 "
-                f"{w['swap_p50'] * 1000:.0f} ms, max {w['swap_max'] * 1000:.0f} ms ({w['swaps']} swaps)"
+                f"{variant:8} file wait {args.wait:g}s: CPU {w['cpu_wait']:.3f}s; swap -> spec observed p50 "
+                f"{w['observed_p50'] * 1000:.0f} ms, max {w['observed_max'] * 1000:.0f} ms; -> exit p50 "
+                f"{w['swap_p50'] * 1000:.0f} ms, max {w['swap_max'] * 1000:.0f} ms ({w['swaps']:.0f} swaps)"
             )
             _say(lines[-1])
         print("\n".join(lines))
@@ -184,27 +187,37 @@ def wait_figures(base: list[str], env: dict[str, str], directory: Path, args: ar
     waiting = make_spec([("worker", 8)], status=STATUS_INITIALIZING, present={0, 1})
     argv = [*base, "--config-dir", str(directory), "--timeout", str(args.wait + 60), "--print", "json"]
 
-    def one(wait: float) -> tuple[float, float]:
+    def one(wait: float) -> tuple[float, float, float]:
+        """(swap -> "spec completed" line on stderr, swap -> exit, CPU-s of the whole run)."""
         volume.publish_spec(waiting)
         proc = subprocess.Popen(
-            argv, env=env, cwd=directory.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            argv, env=env, cwd=directory.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
         )
+        assert proc.stderr is not None
         time.sleep(wait)
         swapped = time.monotonic()
         volume.publish_spec(make_spec([("worker", 8)]))
+        observed = float("nan")
+        for line in proc.stderr:
+            if "spec completed" in line:
+                observed = time.monotonic() - swapped
+                break
+        proc.stderr.read()
         _, status, usage = os.wait4(proc.pid, 0)
-        latency = time.monotonic() - swapped
+        exited = time.monotonic() - swapped
         if os.waitstatus_to_exitcode(status) != 0:
             raise RuntimeError(f"the waiting launcher failed (exit {os.waitstatus_to_exitcode(status)})")
-        return latency, usage.ru_utime + usage.ru_stime
+        return observed, exited, usage.ru_utime + usage.ru_stime
 
-    _, cpu = one(args.wait)
-    latencies = [one(1.0 + 0.137 * i)[0] for i in range(args.swaps)]
+    _, _, cpu = one(args.wait)
+    samples = [one(1.0 + 0.137 * i) for i in range(args.swaps)]
     return {
         "cpu_wait": cpu,
-        "swap_p50": statistics.median(latencies),
-        "swap_max": max(latencies),
-        "swaps": float(len(latencies)),
+        "observed_p50": statistics.median(s[0] for s in samples),
+        "observed_max": max(s[0] for s in samples),
+        "swap_p50": statistics.median(s[1] for s in samples),
+        "swap_max": max(s[1] for s in samples),
+        "swaps": float(len(samples)),
     }
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ranktable import exitcodes
+from ranktable import exitcodes, wait
 from ranktable.clusterspec import STATUS_INITIALIZING, spec_to_json
 from ranktable.kubeconfig import ApiConfigError, YamlError, in_cluster_config, kubeconfig_config, parse_yaml
 from ranktable.tfconfig import tf_config
@@ -284,7 +284,12 @@ def test_configmap_data_and_binary_data_read_alike() -> None:
     assert observation_from_configmap(None).cluster is None
 
 
-def test_file_source_sees_a_kubelet_swap_without_waiting_for_the_poll_interval(volume: KubeletDir) -> None:
+@pytest.mark.parametrize("inotify", [True, False], ids=["inotify", "signature-poll"])
+def test_file_source_sees_a_kubelet_swap_without_waiting_for_the_poll_interval(
+    volume: KubeletDir, monkeypatch: pytest.MonkeyPatch, inotify: bool
+) -> None:
+    if not inotify:
+        monkeypatch.setattr(wait._DirectoryWatch, "open", classmethod(lambda cls, directory: None))
     volume.publish_spec(make_spec([("worker", 2)], status=STATUS_INITIALIZING, present={0}))
     source = FileSource(str(volume.root), interval=3600.0)  # only the signature check can notice
     seen: list[str] = []
