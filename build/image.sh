@@ -298,8 +298,10 @@ build_app() {
         install -d -m 0755 "$root$stage$appdir"
         install -m 0644 "${files[@]}" "$root$stage$appdir/"
     fi
-    chroot "$root" /usr/bin/env -i PATH=/usr/bin:/bin PYTHONDONTWRITEBYTECODE=1 \
-        "$venv/bin/python" -m compileall -q -s "$stage" "$stage$venv" >&2
+    if [[ $with_wheel -eq 1 ]]; then
+        chroot "$root" /usr/bin/env -i PATH=/usr/bin:/bin PYTHONDONTWRITEBYTECODE=1 \
+            "$venv/bin/python" -m compileall -q -s "$stage" "$stage$venv" >&2
+    fi
     tar -C "$root$stage" --numeric-owner --sort=name -cf "$app.tmp/layer.tar" \
         $(cd "$root$stage" && ls -A | sed 's|^|./|')
     rm -rf "$root$stage" "$root/tmp/app"
