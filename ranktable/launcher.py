@@ -222,8 +222,14 @@ def launch_options(argv: list[str]) -> argparse.Namespace:
 
 
 def default_hostfile_dir() -> str:
-    """``$RING_HOSTFILE_DIR``, else ``$TMPDIR/ring-launch``."""
-    return os.environ.get("RING_HOSTFILE_DIR") or os.path.join(tempfile.gettempdir(), "ring-launch")
+    """``$RING_HOSTFILE_DIR``, else ``$TMPDIR/ring-launch`` (``/tmp/ring-launch`` when no temporary directory is writable)."""
+    if os.environ.get("RING_HOSTFILE_DIR"):
+        return os.environ["RING_HOSTFILE_DIR"]
+    try:
+        base = tempfile.gettempdir()
+    except OSError:  # a read-only root without a writable /tmp: write_hostfiles warns, the launch goes on
+        base = "/tmp"
+    return os.path.join(base, "ring-launch")
 
 
 def write_hostfiles(ready: Ready, directory: str) -> str | None:

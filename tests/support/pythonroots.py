@@ -72,16 +72,22 @@ def run_in(
     env: Mapping[str, str],
     timeout: float = 60,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``argv`` in the root of ``suite`` with ``binds`` (path inside -> host directory) mounted."""
+    """Run ``argv`` in the root of ``suite``, read-only, with ``binds`` (path inside -> host directory) mounted."""
     root = ensure_root(suite)
-    script = []
+    q = shlex.quote(str(root))
+    targets = []
     for inside, host in binds.items():
         target = f"{root}/{inside.lstrip('/')}"
         # /var/run is an absolute symlink in Debian roots: a path through a
         # symlink would be created on the host. Name the real path (/run/...).
         if not os.path.realpath(target).startswith(f"{root}/"):
             raise ValueError(f"{inside} leaves the root through a symlink; use its real path")
-        script.append(f"mkdir -p {shlex.quote(target)} && mount --bind {shlex.quote(str(host))} {shlex.quote(target)}")
+        targets.append((shlex.quote(target), shlex.quote(str(host))))
+    # Mount points first, then the root read-only as readOnlyRootFilesystem makes it (no writable
+    # /tmp either), then the binds, which stay writable.
+    script = [f"mkdir -p {target}" for target, _ in targets]
+    script += [f"mount --bind {q} {q}", f"mount -o remount,bind,ro {q}"]
+    script += [f"mount --bind {host} {target}" for target, host in targets]
     script.append("exec chroot " + shlex.quote(str(root)) + " " + " ".join(shlex.quote(a) for a in argv))
     return subprocess.run(
         ["unshare", "-m", "--propagation", "private", "sh", "-c", " && ".join(script)],
