@@ -3,7 +3,8 @@
 ``ring-launch.pyz`` promises Python 3.9 (bullseye), 3.11 (bookworm) and 3.13
 (trixie). A root per suite is made once with ``mmdebstrap --variant=minbase
 --include=python3`` (Debian's mirror; about a minute each) and cached under
-``$RING_IMAGES_CACHE/python-roots/<suite>`` (default ``~/.cache/ring-images``).
+``$RING_IMAGES_CACHE/python-roots/<suite>`` (default ``~/.cache/ring-images``;
+measured cold: 66 s wall, 21 CPU-s, 113 MB for bullseye).
 :func:`run_in` runs a command in one with ``chroot`` inside a private mount
 namespace (``unshare -m``), with host directories bind-mounted in: no
 container runtime, root needed. The host network is shared, so the launcher
@@ -45,10 +46,22 @@ def ensure_root(suite: str) -> Path:
 
 
 def _make(suite: str, root: Path) -> Path:
-    if os.geteuid() != 0 or shutil.which("mmdebstrap") is None:
-        raise RuntimeError(
-            f"no Python root for {suite} at {root}: making one needs root and mmdebstrap (apt-get install mmdebstrap)"
-        )
+    if os.geteuid() != 0:
+        raise RuntimeError(f"no Python root for {suite} at {root}: making one needs root (mmdebstrap, chroot)")
+    if shutil.which("mmdebstrap") is None:  # as build/image.sh does: from Debian
+        apt = [
+            "apt-get",
+            "install",
+            "-y",
+            "-q",
+            "--no-install-recommends",
+            "-o",
+            "DPkg::Lock::Timeout=600",
+            "mmdebstrap",
+        ]
+        if subprocess.run(apt, capture_output=True).returncode != 0:
+            subprocess.run(["apt-get", "update", "-q"], check=True, capture_output=True)
+            subprocess.run(apt, check=True, capture_output=True)
     tmp = root.with_name(f"{suite}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     subprocess.run(
