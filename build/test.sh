@@ -2,7 +2,11 @@
 # Install everything the tests need and run them all, against a real local
 # Kubernetes control plane (ring-devcluster).
 #
-#   build/test.sh [pytest args...]
+#   build/test.sh [--with torch] [pytest args...]
+#
+# --with torch adds tests/workloads/test_torch_gloo.py (a gloo all-reduce over
+# 3 pods of a stock PyTorch image, tests/support/torchimage.py): PyTorch from
+# PyPI brings 2.8 GB of CUDA wheels, so it is not part of a default run.
 #
 # Steps: create/reuse the virtualenv .venv; pip install the package with its
 # test, tensorflow and jax extras, and the dev-cluster tool (build/devcluster); `ring-devcluster up` (builds the control-plane
@@ -35,6 +39,10 @@ cd "$repo"
 export RING_DEVCLUSTER_STATE="${RING_DEVCLUSTER_STATE:-$repo/.state/devcluster}"
 export RING_DEVCLUSTER_WORKLOADS_STATE="${RING_DEVCLUSTER_WORKLOADS_STATE:-$RING_DEVCLUSTER_STATE-workloads}"
 python="${PYTHON:-python3}"
+if [[ "${1:-}" == "--with" && "${2:-}" == "torch" ]]; then
+    export RING_TEST_TORCH=1
+    shift 2
+fi
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 
