@@ -17,6 +17,9 @@ unit-tested without a cluster:
   then lists all members. Until then it is ``initializing`` and lists none, so
   pods coming up one by one change nothing that is written (one write at
   creation, one at completion).
+- Files that would not fit the ConfigMap's 1 MiB as plain keys go into it
+  gzip-compressed (:mod:`ranktable.stored`); only a spec too large even then
+  is refused (``SpecTooLarge``, with both sizes), and nothing is written.
 - ``epoch`` is the previous spec's epoch, plus one when the member list
   differs from it. Equal inputs give byte-equal files, so a restarted
   controller rebuilds the same spec and writes nothing.
@@ -81,6 +84,7 @@ from ranktable.clusterspec import (
 from ranktable.devices import DeviceAnnotation, InvalidDeviceAnnotation, parse_device_annotation
 from ranktable.hccl import AUTO, DEFAULT_CHOICE, device_problem, render_hccl
 from ranktable.hccl_table20 import check_scale_out
+from ranktable.stored import Stored, TooLarge, pack
 
 #: A job's status: the status of the spec that is (or would be) written for
 #: it (a :data:`ranktable.clusterspec.Status`), or ``invalid`` when none may
@@ -109,14 +113,19 @@ class Problem:
 class Decision:
     """What the ConfigMap should hold now.
 
-    ``data`` is None when the spec cannot be written (the workload is invalid
-    or the files exceed the ConfigMap limit); ``problems`` then say why.
+    ``data`` holds the files by name (``cluster.json``, ``hccl.json``) as
+    text; None when the spec cannot be written (the workload is invalid or
+    the files exceed the ConfigMap limit even compressed); ``problems`` then
+    say why. ``stored`` is the form they go into the ConfigMap in (plain keys
+    when they fit, else gzip in ``binaryData``, see :mod:`ranktable.stored`),
+    set whenever ``data`` is.
     """
 
     spec: ClusterSpec
     data: dict[str, str] | None
     ready: int
     problems: tuple[Problem, ...] = field(default=())
+    stored: Stored | None = None
 
     @property
     def status(self) -> JobStatus:
@@ -512,16 +521,14 @@ def decide(
     if wants_devices or any(a is not None and a.devices for *_, a in counting):
         # spec_to_json validated the spec
         data[HCCL_FILE] = render_hccl(spec, version=version, scale_out=scale_out, validated=True)
-    size = sum(len(v.encode()) for v in data.values())
-    if size > size_limit:
-        problems.append(
-            Problem(
-                "too_large", f"spec of {expected} members is {size} bytes, over the ConfigMap limit of {size_limit}"
-            )
-        )
-    if size > size_limit or invalid:
+    try:
+        stored = pack(data, limit=size_limit)
+    except TooLarge as e:
+        problems.append(Problem("too_large", f"spec of {expected} members is {e}"))
         return Decision(spec=spec, data=None, ready=len(counting), problems=tuple(problems))
-    return Decision(spec=spec, data=data, ready=len(counting), problems=tuple(problems))
+    if invalid:
+        return Decision(spec=spec, data=None, ready=len(counting), problems=tuple(problems))
+    return Decision(spec=spec, data=data, ready=len(counting), problems=tuple(problems), stored=stored)
 
 
 def _rule(workload: WorkloadRecord, order: RankOrder | None, problems: list[Problem]) -> RankRule:

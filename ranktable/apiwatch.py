@@ -56,14 +56,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any, Final
 
 from ranktable.backoff import Backoff
-from ranktable.clusterspec import CLUSTER_FILE, HCCL_FILE
+from ranktable.clusterspec import CLUSTER_FILE, HCCL_FILE, SpecError
+from ranktable.stored import files_from_configmap, write_rank_table
 from ranktable.wait import Log, Observation, quiet
 
 #: Upper bound of one watch request (seconds); shorter near the deadline.
@@ -91,10 +90,7 @@ class ApiSource:
 
     def rank_table_path(self, hccl: str) -> str:
         """Write ``hccl`` to a new temporary file (it outlives the exec) and return its path."""
-        fd, path = tempfile.mkstemp(prefix="ring-hccl-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(hccl)
-        return path
+        return write_rank_table(hccl)
 
     def observe(self, deadline: float) -> Iterator[Observation]:
         from kubernetes.client.exceptions import ApiException
@@ -102,7 +98,7 @@ class ApiSource:
         api = self._core_api()
         selector = f"metadata.name={self.name}"
         resource_version: str | None = None
-        data: dict[str, str] | None = None
+        data: dict[str, Any] | None = None
         backoff = Backoff(initial=BACKOFF_FIRST, cap=BACKOFF_MAX, jitter=0.0, reset_after=math.inf)
         while True:
             remaining = deadline - time.monotonic()
@@ -139,7 +135,7 @@ class ApiSource:
                         resource_version = (obj.get("metadata") or {}).get("resourceVersion") or resource_version
                         if kind == "BOOKMARK":
                             continue
-                        data = None if kind == "DELETED" else (obj.get("data") or {})
+                        data = None if kind == "DELETED" else obj
                         yield _observation(data)
                     else:
                         # The watch ended at its timeout: one more look keeps heartbeats going.
@@ -164,7 +160,7 @@ class ApiSource:
                 self._pause(f"{type(err).__name__}: {err}", backoff, deadline)
                 resource_version = None
 
-    def _list(self, api: Any, selector: str, remaining: float) -> tuple[dict[str, str] | None, str]:
+    def _list(self, api: Any, selector: str, remaining: float) -> tuple[dict[str, Any] | None, str]:
         response = api.list_namespaced_config_map(
             self.namespace,
             field_selector=selector,
@@ -173,7 +169,7 @@ class ApiSource:
         )
         body = json.loads(response.data)
         items = body.get("items") or []
-        data = (items[0].get("data") or {}) if items else None
+        data = items[0] if items else None
         return data, str(body.get("metadata", {}).get("resourceVersion", ""))
 
     def _pause(self, what: str, backoff: Backoff, deadline: float) -> None:
@@ -195,10 +191,15 @@ class ApiSource:
         return client.CoreV1Api(client.ApiClient(configuration))
 
 
-def _observation(data: dict[str, str] | None) -> Observation:
-    if data is None:
+def _observation(configmap: dict[str, Any] | None) -> Observation:
+    """The spec files of a ConfigMap object (None: absent), either form (:mod:`ranktable.stored`)."""
+    if configmap is None:
         return Observation(cluster=None, hccl=None, final=True)
-    return Observation(cluster=data.get(CLUSTER_FILE), hccl=data.get(HCCL_FILE), final=True)
+    try:
+        files = files_from_configmap(configmap)
+    except SpecError as err:
+        return Observation(cluster=None, hccl=None, final=True, error=f"ConfigMap: {err}")
+    return Observation(cluster=files.get(CLUSTER_FILE), hccl=files.get(HCCL_FILE), final=True)
 
 
 def _events(response: Any) -> Iterator[dict[str, Any]]:

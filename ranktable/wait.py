@@ -52,6 +52,7 @@ from ranktable.clusterspec import (
 )
 from ranktable.hccl import read_hccl
 from ranktable.podenv import POD_IP_ENV, POD_UID_ENV, pod_name
+from ranktable.stored import read_files, write_rank_table
 
 DEFAULT_CONFIG_DIR: Final = "/etc/ring-config"
 DEFAULT_TIMEOUT: Final = 600.0
@@ -110,14 +111,17 @@ def identity_from_env(pod: str | None = None) -> Identity:
 class Observation:
     """One look at the source.
 
-    ``cluster``/``hccl`` are the texts, None when absent. ``final`` is True
-    when the text is certainly what the writer wrote (API), False when a read
-    may have caught a non-atomic writer mid-write (files).
+    ``cluster``/``hccl`` are the texts, None when absent (either form of
+    :mod:`ranktable.stored`, decompressed). ``final`` is True when the text is
+    certainly what the writer wrote (API), False when a read may have caught a
+    non-atomic writer mid-write (files). ``error``: the files could not be
+    decoded (a compressed key that is not gzip), judged like malformed text.
     """
 
     cluster: str | None
     hccl: str | None
     final: bool
+    error: str | None = None
 
 
 class Source(Protocol):
@@ -164,35 +168,31 @@ class FileSource:
 
     def read(self) -> Observation:
         """Both files from one version of the directory (see the module docstring)."""
-        cluster: str | None = None
-        hccl: str | None = None
+        files: dict[str, str] = {}
+        error: str | None = None
         for _ in range(20):
             before = self._data_target()
             base = os.path.join(self.config_dir, before) if before else self.config_dir
-            cluster = _read_text(os.path.join(base, CLUSTER_FILE))
-            hccl = _read_text(os.path.join(base, HCCL_FILE))
+            try:
+                files, error = read_files(base), None  # plain or compressed (ranktable.stored)
+            except SpecError as err:
+                files, error = {}, str(err)
             if self._data_target() == before:
                 break
-        return Observation(cluster=cluster, hccl=hccl, final=False)
+        return Observation(cluster=files.get(CLUSTER_FILE), hccl=files.get(HCCL_FILE), final=False, error=error)
 
     def rank_table_path(self, hccl: str) -> str:
-        # The stable path: it follows ..data, so it always names the current table.
-        del hccl
-        return os.path.join(self.config_dir, HCCL_FILE)
+        # The plain form's stable path: it follows ..data, so it always names the
+        # current table. The compressed form has no hccl.json to name: a local copy.
+        if os.path.exists(os.path.join(self.config_dir, HCCL_FILE)):
+            return os.path.join(self.config_dir, HCCL_FILE)
+        return write_rank_table(hccl)
 
     def _data_target(self) -> str | None:
         try:
             return os.readlink(os.path.join(self.config_dir, DATA_LINK))
         except OSError:  # absent, or not a symlink: not a kubelet-managed directory
             return None
-
-
-def _read_text(path: str) -> str | None:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return None
 
 
 @dataclass(slots=True)
@@ -216,6 +216,8 @@ class Judge:
         """A :class:`Ready`, or a one-line reason to keep waiting; raises :class:`SpecError` when malformed for good."""
         self.not_in = None
         self.spec = None
+        if obs.error is not None:
+            return self._bad(obs, SpecError(obs.error))
         if obs.cluster is None:
             self._good()
             return f"{self.where} does not exist yet"
@@ -254,7 +256,7 @@ class Judge:
         message = f"malformed spec in {self.where}: {err}"
         if obs.final:
             raise SpecError(message)
-        texts = (obs.cluster, obs.hccl)
+        texts = (obs.cluster, obs.hccl) if obs.error is None else (obs.error, None)
         self.bad_reads = self.bad_reads + 1 if texts == self.bad_text else 1
         self.bad_text = texts
         if self.bad_reads >= MALFORMED_READS:
