@@ -7,6 +7,7 @@
 #   build/bench.sh --jobs 200 --pods 8 --compare old.json --check-targets
 #   build/bench.sh --vs-dns [--workers 2,4,8] [--repeats 5] [--json OUT] [--plot OUT.png]
 #   build/bench.sh --delivery [--modes file+touch,file,api] [--repeats 10] [--json OUT]
+#   build/bench.sh --superpod [--rows a3-24x16,a3-1024x16,a5-1024x8] [--json OUT]
 #
 # --vs-dns runs tests/bench/vsdns.py instead: ring-controller against the
 # DNS-probing baseline (build/examples/baseline), the same TrainJobs on the
@@ -14,6 +15,9 @@
 # jobset,volcano,trainer,node), and needs matplotlib for --plot.
 # --delivery runs tests/bench/delivery.py: spec completed -> TF_CONFIG in a
 # container on the real node, per delivery mode (same cluster).
+# --superpod runs tests/bench/superpod.py: rank tables at super-pod scale
+# (384 to 16,384 NPUs), one job per row, on kwok nodes ($RING_DEVCLUSTER_STATE
+# or .state/bench).
 #
 # Uses the virtualenv .venv (created and the project installed into it when
 # missing), brings up or reuses the cluster in --state-dir (default
@@ -41,6 +45,9 @@ for arg in "$@"; do
     fi
     if [[ "$arg" == "--delivery" ]]; then
         exec .venv/bin/python -m tests.bench.delivery "$@"
+    fi
+    if [[ "$arg" == "--superpod" ]]; then
+        exec .venv/bin/python -m tests.bench.superpod "$@"
     fi
 done
 exec .venv/bin/python -m tests.bench.bench "$@"

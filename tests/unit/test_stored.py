@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from model.configmap import configmap_body, configmap_record
+from model.records import JobKey
 from ranktable import stored
 from ranktable.clusterspec import SpecError
 from ranktable.stored import (
@@ -60,11 +61,11 @@ def test_the_compressed_form_wins_over_stray_plain_keys() -> None:
 
 
 def test_a_configmap_round_trips_through_the_api_json_in_both_forms() -> None:
-    owner = {"apiVersion": "v1", "kind": "X", "name": "j", "uid": "u"}
+    owner: dict[str, object] = {"apiVersion": "v1", "kind": "X", "name": "j", "uid": "u"}
     for limit in (10_000, 1000):
         s = pack(FILES, limit=limit)
         body = configmap_body(
-            namespace="ns", name="cm", job="vcjob/ns/j", owner=owner, data=s.data, binary_data=s.binary_data
+            namespace="ns", name="cm", job=JobKey("vcjob/ns/j"), owner=owner, data=s.data, binary_data=s.binary_data
         )
         assert ("binaryData" in body) is s.compressed
         assert files_from_configmap(body) == FILES

@@ -19,6 +19,7 @@ from agent.decide import Decision, decide
 from model.configmap import configmap_body
 from model.keys import CONFIGMAP_DATA_LIMIT
 from model.pod import pod_record
+from model.records import JobKey
 from model.volcano import workload_record
 from ranktable.clusterspec import spec_from_json
 from ranktable.hccl import read_hccl
@@ -47,7 +48,7 @@ def _configmap(d: Decision) -> dict[str, Any]:
     return configmap_body(
         namespace="default",
         name="rings-config-sp",
-        job=d.spec.job.name,
+        job=JobKey("vcjob/default/sp"),
         owner={},
         data=d.stored.data,
         binary_data=d.stored.binary_data,
