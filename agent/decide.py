@@ -38,8 +38,9 @@ Ascend jobs (:mod:`model.ascend` has the rules, :mod:`ranktable.hccl` the format
   the slot order stays.
 - Table 1.2: each NPU member's super pod is its ``super-pod-rank`` (soft
   strategy), else ascend-operator's logical block of ``sp-block`` chips by
-  position, else the device annotation's ``super_pod_id`` (all "0" when a
-  member lacks it). Across several super pods every device needs an IP.
+  position, else the device annotation's ``super_pod_id``, numbered densely
+  from 0 (all "0" when a member lacks it). Across several super pods every
+  device needs an IP.
 
 Rank order (:mod:`model.topology` has the rules): a completed spec's ranks
 follow the workload spec unless the job (its annotation) or the controller
@@ -595,6 +596,10 @@ def _super_pods(
     unfit: set[str] = set()
     ascend = workload.ascend
     physical = all(a is not None and a.super_pod_id is not None for _, a in npu)
+    # Physical super pods numbered densely from 0 (by id): a job within one super pod gets "0",
+    # as from ascend-operator (which writes "0" for every server without sp-block).
+    ids = sorted({a.super_pod_id for _, a in npu if a is not None and a.super_pod_id is not None})
+    dense = {p: str(i) for i, p in enumerate(ids)}
     for position, (pod, annotation) in enumerate(npu):
         if ascend.soft:
             value = (pod.super_pod_rank or "").strip()
@@ -611,7 +616,8 @@ def _super_pods(
             chips = len(npu[0][1].devices) if npu[0][1] is not None else 0
             found[pod.name] = str(logical_super_pod(position, block=ascend.sp_block, chips=chips))
         else:
-            found[pod.name] = str(annotation.super_pod_id) if physical and annotation is not None else "0"
+            physical_id = annotation.super_pod_id if physical and annotation is not None else None
+            found[pod.name] = dense[physical_id] if physical_id is not None else "0"
     if len(set(found.values())) > 1:
         for pod, annotation in npu:
             if annotation is not None and not all(d.has_ip for d in annotation.devices):

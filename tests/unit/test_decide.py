@@ -479,14 +479,21 @@ def test_sp_block_splits_servers_into_logical_super_pods() -> None:
     ]
 
 
-def test_without_sp_block_the_physical_super_pods_group_the_servers() -> None:
-    raw, wl = _ascend_job(2, selector={"accelerator-type": "module-a3-16-super-pod"})
-    pods = _ascend_pods(raw, 2, text=lambda i: current_annotation(i, super_pod=4 - i))
+def test_without_sp_block_the_physical_super_pods_group_the_servers_numbered_from_0() -> None:
+    raw, wl = _ascend_job(3, selector={"accelerator-type": "module-a3-16-super-pod"})
+    pods = _ascend_pods(raw, 3, text=lambda i: current_annotation(i, super_pod=[7, 3, 7][i]))
     table = _table(decide(wl, pods, previous=None))
     assert [(p["super_pod_id"], p["server_list"]) for p in table["super_pod_list"]] == [
-        ("3", [{"server_id": "uid-1"}]),
-        ("4", [{"server_id": "uid-0"}]),
+        ("0", [{"server_id": "uid-1"}]),  # physical super pod 3
+        ("1", [{"server_id": "uid-0"}, {"server_id": "uid-2"}]),  # physical super pod 7
     ]
+
+
+def test_a_job_within_one_super_pod_is_super_pod_0_as_from_ascend_operator() -> None:
+    raw, wl = _ascend_job(2, selector={"accelerator-type": "module-a3-16-super-pod"})
+    pods = _ascend_pods(raw, 2, text=lambda i: current_annotation(i, super_pod=5))
+    table = _table(decide(wl, pods, previous=None))
+    assert [p["super_pod_id"] for p in table["super_pod_list"]] == ["0"]
 
 
 def test_across_super_pods_a_placeholder_ip_does_not_count() -> None:

@@ -292,7 +292,7 @@ def test_1_0_as_ascend_operator_writes_it() -> None:
                     {"device_id": "0", "device_ip": "192.168.101.1", "rank_id": "0"},
                     {"device_id": "1", "device_ip": "192.168.102.1", "rank_id": "1"},
                 ],
-                "server_id": "uid-0",
+                "server_id": "192.168.0.10",  # one pod on its node: the node's IP (onePodOneNode)
                 "host_ip": "192.168.0.10",
                 "container_ip": "127.1.0.1",
                 "hardware_type": "800I-A2-32G",
@@ -305,6 +305,25 @@ def test_1_0_as_ascend_operator_writes_it() -> None:
     assert list(table) == ["status", "server_list", "server_count", "version"]
     assert list(table["server_list"][0]) == ["device", "hardware_type", "server_id", "host_ip", "container_ip"]
     assert read_hccl(text) == table
+
+
+@pytest.mark.parametrize(
+    ("nodes", "server_ids"),
+    [
+        pytest.param(["n0", "n1", "n2"], ["192.168.0.10", "192.168.0.11", "192.168.0.12"], id="one-pod-one-node"),
+        pytest.param(["n0", "n0", "n1"], ["uid-0", "uid-1", "uid-2"], id="two-pods-share-a-node"),
+        pytest.param(["n0", "", "n1"], ["uid-0", "uid-1", "uid-2"], id="a-node-unknown"),
+    ],
+)
+@pytest.mark.parametrize("version", ["1.0", "1.2"])
+def test_server_ids_follow_ascend_operators_one_pod_one_node_rule(
+    nodes: list[str], server_ids: list[str], version: str
+) -> None:
+    members = [dataclasses.replace(ascend_member(i, super_pod="0"), node=n) for i, n in enumerate(nodes)]
+    table = json.loads(render_hccl(ascend_spec(*members), version=version))
+    assert [s["server_id"] for s in table["server_list"]] == server_ids
+    if version == "1.2":
+        assert [s["server_id"] for s in table["super_pod_list"][0]["server_list"]] == server_ids
 
 
 def test_1_0_leaves_hardware_type_out_when_unknown() -> None:

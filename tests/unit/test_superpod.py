@@ -108,7 +108,8 @@ def test_table_1_0_at_2048_servers_by_8_has_ascend_operators_layout() -> None:
     assert {tuple(_keys(s)) for s in servers} == {("device", "server_id", "host_ip", "container_ip")}
     assert {tuple(_keys(dev)) for s in servers for dev in s["device"]} == {("device_id", "device_ip", "rank_id")}
     assert [dev["rank_id"] for s in servers for dev in s["device"]] == [str(r) for r in range(16384)]
-    assert servers[5]["server_id"] == superpod.pod_uid("sp", 5)  # the current device plugin: the pod's uid
+    # One pod per node: the server id is the node's IP (ascend-operator's onePodOneNode), not the pod's uid.
+    assert servers[5]["server_id"] == superpod.node_ip(5)
     assert servers[5]["host_ip"] == superpod.node_ip(5) and servers[5]["container_ip"] == "127.1.0.6"
 
 
@@ -136,7 +137,7 @@ def test_table_1_2_at_1024_servers_by_16_lists_the_a3_super_pods_of_48_nodes() -
     assert [p["super_pod_id"] for p in super_pods] == [str(i) for i in range(22)]  # 1,024 / 48 = 21 full + 1
     assert [len(p["server_list"]) for p in super_pods] == [48] * 21 + [16]
     assert {tuple(_keys(p)) for p in super_pods} == {("super_pod_id", "server_list")}
-    assert super_pods[1]["server_list"][0] == {"server_id": superpod.pod_uid("sp", 48)}
+    assert super_pods[1]["server_list"][0] == {"server_id": superpod.node_ip(48)}
     # Within a super pod the die ids repeat per super pod: node 48's first die is the first of super pod 1.
     assert devices[48 * 16]["super_device_id"] == devices[0]["super_device_id"]
 
