@@ -253,11 +253,14 @@ def test_ascend_operator_tables_through_the_real_api(k8s: Any, namespace: str, c
             ],
         }
         create_pods(k8s, a3, [("worker", i)], devices=value)
-    wait_spec(k8s, namespace, "rings-config-a3")
+    members = wait_spec(k8s, namespace, "rings-config-a3")["members"]
     table = json.loads(read_configmap(k8s, namespace, "rings-config-a3").data["hccl.json"])
     assert table["version"] == "1.2"
+    # ascend-operator's onePodOneNode: on nodes of their own the servers are named by the node's IP.
+    apart = members[0]["node"] != members[1]["node"]
+    ids = ["10.0.0.1", "10.0.0.2"] if apart else ["uid-0", "uid-1"]
     assert table["super_pod_list"] == [
-        {"super_pod_id": "0", "server_list": [{"server_id": "uid-0"}, {"server_id": "uid-1"}]}
+        {"super_pod_id": "0", "server_list": [{"server_id": ids[0]}, {"server_id": ids[1]}]}
     ]
     assert [s["container_ip"] for s in table["server_list"]] == [
         m["ip"] for m in wait_spec(k8s, namespace, "rings-config-a3")["members"]
