@@ -71,7 +71,6 @@ from tests.bench.measure import proc_sample
 from tests.bench.observer import Observer
 from tests.support import superpod
 from tests.support.controllerproc import ControllerProcess
-from tests.support.factories import volcano_pod
 from tests.support.kubeletdir import KubeletDir
 
 Json = dict[str, Any]
@@ -95,22 +94,6 @@ HEADER = (
 
 def say(message: str) -> None:
     print(f"bench: {message}", file=sys.stderr, flush=True)
-
-
-def _pod_body(s: superpod.Shape, job: Json, index: int) -> Json:
-    """Pod ``index`` of ``job`` as Volcano makes it, with the device annotation, runnable on kwok."""
-    name = job["metadata"]["name"]
-    uid = superpod.pod_uid(name, index)  # the device plugin's server_id; the pod's real uid is the server's
-    pod = volcano_pod(job, task="worker", index=index)
-    pod["metadata"].pop("creationTimestamp", None)
-    pod["metadata"]["annotations"][s.annotation_key] = superpod.device_annotation(
-        s, index, pod=pod["metadata"]["name"], uid=uid, host_ip=superpod.node_ip(index)
-    )
-    spec = pod["spec"]
-    spec.pop("nodeSelector", None)  # kwok nodes are no A3 super pod nodes
-    for container in spec["containers"]:
-        container.pop("resources", None)  # ... and have no NPUs
-    return pod
 
 
 async def _row(args: argparse.Namespace, cluster: Any, api: ApiClient, name: str) -> Json:
@@ -139,7 +122,7 @@ async def _row(args: argparse.Namespace, cluster: Any, api: ApiClient, name: str
 
         async def create(i: int) -> None:
             async with gate:
-                await rest.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=_pod_body(s, job, i))
+                await rest.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=superpod.kwok_pod(s, job, i))
 
         t0 = time.monotonic()
         await asyncio.gather(*(create(i) for i in range(s.servers)))

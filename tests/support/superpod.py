@@ -139,6 +139,23 @@ def device_annotation(s: Shape, i: int, *, pod: str, uid: str, host_ip: str) -> 
     return json.dumps(value, separators=(",", ":"))
 
 
+def kwok_pod(s: Shape, job: Json, index: int) -> Json:
+    """Pod ``index`` of ``job`` to create on the control plane: as Volcano makes it, with the device
+    annotation from the start (``server_id`` a stable uuid: the real uid is the server's to give), and
+    runnable on kwok's fake nodes, which have no NPUs and no A3 labels: the pod leaves out the NPU
+    request and the node selector (the controller reads both from the Job's template)."""
+    pod = volcano_pod(job, task="worker", index=index)
+    pod["metadata"].pop("creationTimestamp", None)
+    pod["metadata"]["annotations"][s.annotation_key] = device_annotation(
+        s, index, pod=pod["metadata"]["name"], uid=pod_uid(job["metadata"]["name"], index), host_ip=node_ip(index)
+    )
+    spec = pod["spec"]
+    spec.pop("nodeSelector", None)
+    for container in spec["containers"]:
+        container.pop("resources", None)
+    return pod
+
+
 def pods(s: Shape, job: Json) -> list[Json]:
     """Every worker pod of ``job`` Running with an IP and its device annotation (unit tests)."""
     name = job["metadata"]["name"]

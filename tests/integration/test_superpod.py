@@ -1,0 +1,113 @@
+"""A 1,024 x 16 A3 job (16,384 NPUs, 22 super pods of 48 nodes) end to end on the real control plane.
+
+The controller writes its spec, which does not fit a ConfigMap as plain keys,
+gzip-compressed into ``binaryData``; the ConfigMap is projected into a
+directory exactly as the kubelet mounts it (``binaryData`` keys as files of
+raw bytes, the ``..data`` swap); the launcher's code on that directory gives
+every member its rank, and real ``ring-launch --print json`` processes (the
+first, a middle and the last member) a ``RANK_TABLE_FILE`` with all 16,384
+devices. The pods run on kwok's fake nodes, so the test adds nodes to the
+shared dev cluster when it has fewer than 1,024 pods need (250 per node).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from model.keys import CONFIGMAP_DATA_LIMIT
+from ranktable.clusterspec import spec_from_json
+from ranktable.hccl import read_hccl
+from ranktable.launcher import launch_env
+from ranktable.stored import binary_from_json, files_from_configmap
+from ranktable.wait import FileSource, Ready
+from ringdevcluster import ensure_up
+from ringdevcluster.kwok import PODS_PER_NODE
+from tests.support import superpod
+from tests.support.clients import devcluster_state_dir
+from tests.support.controllerproc import ControllerProcess
+from tests.support.kubectlring import ring
+from tests.support.kubehelp import create_volcano_job, wait_spec
+from tests.support.kubeletdir import KubeletDir
+
+SHAPE = superpod.shape("a3-1024x16")
+
+
+def _create_pods(k8s: Any, namespace: str, job: dict[str, Any]) -> None:
+    def create(i: int) -> None:
+        k8s.core.create_namespaced_pod(namespace, superpod.kwok_pod(SHAPE, job, i))
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(create, range(SHAPE.servers)))
+
+
+def _launch(volume: Path, pod: str, tmp: Path) -> dict[str, str]:
+    env = {**os.environ, "POD_NAME": pod, "RING_CONFIG_DIR": str(volume), "TMPDIR": str(tmp)}
+    done = subprocess.run(
+        [sys.executable, "-m", "ranktable.launcher", "--timeout", "60", "--print", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def test_a3_job_of_1024_servers_by_16_dies_end_to_end(
+    devcluster: Any, k8s: Any, namespace: str, controller: ControllerProcess, tmp_path: Path
+) -> None:
+    ensure_up(state_dir=devcluster_state_dir(), nodes=max(4, math.ceil(SHAPE.servers / (PODS_PER_NODE * 0.8))))
+    raw = superpod.workload(SHAPE, name="a3", namespace=namespace, uid="")
+    raw["metadata"].pop("uid", None)
+    job = create_volcano_job(k8s, namespace, raw)
+    _create_pods(k8s, namespace, job)
+    spec_json = wait_spec(k8s, namespace, "rings-config-a3", timeout=600)
+    assert len(spec_json["members"]) == SHAPE.servers
+
+    cm = k8s.api.sanitize_for_serialization(k8s.core.read_namespaced_config_map("rings-config-a3", namespace))
+    binary = binary_from_json(cm.get("binaryData"))
+    # Stored compressed (the plain files are over 1 MiB), whole: no plain spec key beside it.
+    assert set(binary) == {"cluster.json.gz", "hccl.json.gz"} and not (cm.get("data") or {})
+    files = files_from_configmap(cm)
+    plain = sum(len(t.encode()) for t in files.values())
+    stored = sum(len(b) for b in binary.values())
+    print(f"FIGURE a3-1024x16 on the control plane: {plain} bytes plain, {stored} stored")
+    assert stored <= CONFIGMAP_DATA_LIMIT < plain
+
+    # The ConfigMap projected as the kubelet mounts it.
+    volume = tmp_path / "ring-config"
+    volume.mkdir()
+    KubeletDir(volume).publish(binary)
+    obs = FileSource(str(volume)).read()
+    assert obs.cluster == files["cluster.json"] and obs.hccl == files["hccl.json"]
+    spec = spec_from_json(obs.cluster)
+    pods = {p.metadata.name: p for p in k8s.core.list_namespaced_pod(namespace).items}
+    # Every member its rank (job spec order), through the launcher's own derivation.
+    for rank, member in enumerate(spec.members):
+        assert member.pod == f"a3-worker-{rank}" and member.ip == pods[member.pod].status.pod_ip
+        env = launch_env(Ready(spec=spec, member=member, hccl=obs.hccl), rank_table_file="/table")
+        assert (env["RANK_ID"], env["RANK_SIZE"]) == (str(rank * 16), "16384")
+    # Real launcher processes on the projected volume: rank, and a local table of every device.
+    for rank in (0, 511, SHAPE.servers - 1):
+        exported = _launch(volume, f"a3-worker-{rank}", tmp_path)
+        assert exported["RANK_ID"] == str(rank * 16)
+        path = exported["RANK_TABLE_FILE"]
+        assert not path.startswith(str(volume))  # the compressed form has no hccl.json to name: a local copy
+        table = read_hccl(Path(path).read_text())
+        assert table["status"] == "completed" and table["version"] == "1.2"
+        assert sum(len(s["device"]) for s in table["server_list"]) == 16384
+        assert len(table["super_pod_list"]) == 22
+    # kubectl ring reads the compressed form too: the job completed, every member counted.
+    (row,) = table(ring("get", "-n", namespace, kubeconfig=devcluster.kubeconfig, timeout=180).stdout)
+    assert (row["NAME"], row["STATUS"], row["READY"]) == ("a3", "completed", "1024/1024"), row
+    env = ring("env", "a3-worker-1023", "-n", namespace, "-o", "json", kubeconfig=devcluster.kubeconfig, timeout=180)
+    assert env.returncode == 0, env.stderr
+    assert json.loads(env.stdout)["RANK_ID"] == str(1023 * 16)
