@@ -93,21 +93,21 @@ def test_a3_job_of_1024_servers_by_16_dies_end_to_end(
     # Every member its rank (job spec order), through the launcher's own derivation.
     for rank, member in enumerate(spec.members):
         assert member.pod == f"a3-worker-{rank}" and member.ip == pods[member.pod].status.pod_ip
-        env = launch_env(Ready(spec=spec, member=member, hccl=obs.hccl), rank_table_file="/table")
-        assert (env["RANK_ID"], env["RANK_SIZE"]) == (str(rank * 16), "16384")
+        exports = launch_env(Ready(spec=spec, member=member, hccl=obs.hccl), rank_table_file="/table")
+        assert (exports["RANK_ID"], exports["RANK_SIZE"]) == (str(rank * 16), "16384")
     # Real launcher processes on the projected volume: rank, and a local table of every device.
     for rank in (0, 511, SHAPE.servers - 1):
         exported = _launch(volume, f"a3-worker-{rank}", tmp_path)
         assert exported["RANK_ID"] == str(rank * 16)
         path = exported["RANK_TABLE_FILE"]
         assert not path.startswith(str(volume))  # the compressed form has no hccl.json to name: a local copy
-        table = read_hccl(Path(path).read_text())
-        assert table["status"] == "completed" and table["version"] == "1.2"
-        assert sum(len(s["device"]) for s in table["server_list"]) == 16384
-        assert len(table["super_pod_list"]) == 22
+        rank_table = read_hccl(Path(path).read_text())
+        assert rank_table["status"] == "completed" and rank_table["version"] == "1.2"
+        assert sum(len(s["device"]) for s in rank_table["server_list"]) == 16384
+        assert len(rank_table["super_pod_list"]) == 22
     # kubectl ring reads the compressed form too: the job completed, every member counted.
     (row,) = table(ring("get", "-n", namespace, kubeconfig=devcluster.kubeconfig, timeout=180).stdout)
     assert (row["NAME"], row["STATUS"], row["READY"]) == ("a3", "completed", "1024/1024"), row
-    env = ring("env", "a3-worker-1023", "-n", namespace, "-o", "json", kubeconfig=devcluster.kubeconfig, timeout=180)
-    assert env.returncode == 0, env.stderr
-    assert json.loads(env.stdout)["RANK_ID"] == str(1023 * 16)
+    shown = ring("env", "a3-worker-1023", "-n", namespace, "-o", "json", kubeconfig=devcluster.kubeconfig, timeout=180)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["RANK_ID"] == str(1023 * 16)
