@@ -32,7 +32,7 @@ from ringdevcluster.kwok import PODS_PER_NODE
 from tests.support import superpod
 from tests.support.clients import devcluster_state_dir
 from tests.support.controllerproc import ControllerProcess
-from tests.support.kubectlring import ring
+from tests.support.kubectlring import ring, table
 from tests.support.kubehelp import create_volcano_job, wait_spec
 from tests.support.kubeletdir import KubeletDir
 
