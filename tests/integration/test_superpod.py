@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import secrets
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +35,7 @@ from tests.support import superpod
 from tests.support.clients import devcluster_state_dir
 from tests.support.controllerproc import ControllerProcess
 from tests.support.kubectlring import ring, table
-from tests.support.kubehelp import create_volcano_job, wait_spec
+from tests.support.kubehelp import create_volcano_job, events_for, read_configmap, read_spec, wait_for, wait_spec
 from tests.support.kubeletdir import KubeletDir
 
 SHAPE = superpod.shape("a3-1024x16")
@@ -111,3 +113,42 @@ def test_a3_job_of_1024_servers_by_16_dies_end_to_end(
     shown = ring("env", "a3-worker-1023", "-n", namespace, "-o", "json", kubeconfig=devcluster.kubeconfig, timeout=180)
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["RANK_ID"] == str(1023 * 16)
+
+
+def test_a_spec_too_large_even_compressed_is_refused_and_the_written_one_stays(
+    k8s: Any, namespace: str, controller: ControllerProcess
+) -> None:
+    # Table 2.0 copies each device's levels; random 12,000-character net_attr values (the device
+    # plugin's strings are opaque here) do not compress: 16 servers x 8 devices pass 1 MiB gzipped.
+    s = superpod.shape("a5-16x8")
+    raw = superpod.workload(s, name="huge", namespace=namespace, uid="")
+    raw["metadata"].pop("uid", None)
+    job = create_volcano_job(k8s, namespace, raw)
+
+    def pod(i: int) -> dict[str, Any]:
+        body = superpod.kwok_pod(s, job, i)
+        value = json.loads(body["metadata"]["annotations"][s.annotation_key])
+        for device in value["devices"]:
+            device["levelList"][0]["info"]["UB"]["net_attr"] = secrets.token_urlsafe(9000)
+        body["metadata"]["annotations"][s.annotation_key] = json.dumps(value)
+        return body
+
+    for i in range(s.servers - 1):
+        k8s.core.create_namespaced_pod(namespace, pod(i))
+    before = wait_for(lambda: read_configmap(k8s, namespace, "rings-config-huge"), what="the initializing spec written")
+    assert (read_spec(k8s, namespace, "rings-config-huge") or {})["status"] == "initializing"
+    k8s.core.create_namespaced_pod(namespace, pod(s.servers - 1))
+    (event,) = wait_for(
+        lambda: [e for e in events_for(k8s, namespace, "huge") if e.reason == "SpecTooLarge"], what="SpecTooLarge"
+    )
+    assert event.type == "Warning"
+    assert re.fullmatch(
+        r"spec of 16 members is (\d+) bytes plain, (\d+) bytes gzip-compressed, "
+        r"over the ConfigMap limit of 1048576 bytes",
+        event.message,
+    ), event.message
+    assert 'ringcontroller_invalid_inputs_total{reason="too_large"} 1.0' in controller.metrics()
+    # Nothing written over the last good state: the same ConfigMap version, still initializing.
+    after = read_configmap(k8s, namespace, "rings-config-huge")
+    assert after is not None and after.metadata.resource_version == before.metadata.resource_version
+    assert (read_spec(k8s, namespace, "rings-config-huge") or {})["status"] == "initializing"
