@@ -66,6 +66,11 @@ DEFAULT_SLOTS: Final = 1
 
 _CANONICAL_UINT = re.compile(r"0|[1-9][0-9]*")
 _SERVER_ID = re.compile(r"[\x21-\x7e]{1,253}")
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+#: Dotted-quad IPv4 exactly as ``ipaddress`` accepts it (no leading zeros): a
+#: fast path for the 18,000 addresses of a 16,384-NPU spec; anything else
+#: goes to ``ipaddress``.
+_IPV4 = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}")
 
 #: ``device_ip`` values a device plugin writes when it could not read the
 #: device's IP (``-1`` is the Ascend device plugin's own error value; the
@@ -329,6 +334,8 @@ def check_ip(value: object, where: str) -> None:
     """Raise :class:`SpecError` unless ``value`` is an IPv4/IPv6 address string."""
     if not isinstance(value, str):
         raise SpecError(f"{where}: {value!r} is not a string")
+    if _IPV4.fullmatch(value):
+        return
     try:
         ipaddress.ip_address(value)
     except ValueError:

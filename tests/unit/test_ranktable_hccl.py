@@ -560,3 +560,42 @@ def _t(version: str, mutate: Any, spec: ClusterSpec | None = None) -> str:
 def test_reader_rejects_ascend_operator_tables(text: str, fragment: str) -> None:
     with pytest.raises(SpecError, match=re.escape(fragment)):
         read_hccl(text)
+
+
+def test_table_2_0_fast_validation_agrees_with_the_detailed_one() -> None:
+    from ranktable.hccl_table20 import _check_ranks, _well_formed
+
+    good = {
+        "rank_id": 0,
+        "local_id": 0,
+        "device_id": 0,
+        "level_list": [
+            {
+                "net_layer": 0,
+                "net_instance_id": "sp",
+                "net_type": "TOPO_FILE_DESC",
+                "net_attr": "",
+                "rank_addr_list": [{"addr_type": "EID", "addr": "a", "ports": ["0/1"], "plane_id": "0"}],
+            }
+        ],
+    }
+    broken: list[Any] = [True, "x", -1, None, 1.5, [], {}]
+    paths = [("rank_id",), ("local_id",), ("device_id",), ("level_list",), ("level_list", 0)]
+    paths += [("level_list", 0, k) for k in ("net_layer", "net_instance_id", "net_type", "net_attr", "rank_addr_list")]
+    paths += [("level_list", 0, "rank_addr_list", 0)]
+    paths += [("level_list", 0, "rank_addr_list", 0, k) for k in ("addr_type", "addr", "plane_id", "ports")]
+    paths += [("level_list", 0, "rank_addr_list", 0, "ports", 0)]
+    assert _well_formed([good])
+    for path in paths:
+        for value in broken:
+            rank = json.loads(json.dumps(good))
+            parent = rank
+            for step in path[:-1]:
+                parent = parent[step]
+            parent[path[-1]] = value
+            try:
+                _check_ranks([rank])
+                detailed = True
+            except SpecError:
+                detailed = False
+            assert _well_formed([rank]) is detailed, (path, value)
