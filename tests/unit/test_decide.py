@@ -748,3 +748,19 @@ def test_job_statuses_extend_the_spec_statuses() -> None:
     assert decide(wl, [], previous=None).status == "initializing"
     assert decide(wl, _pods(raw), previous=None).status == "completed"
     assert decide(replace(wl, error="bad"), [], previous=None).status == STATUS_INVALID
+
+
+@pytest.mark.parametrize("limit", [CONFIGMAP_DATA_LIMIT, 500], ids=["written", "too-large"])
+def test_rendering_pauses_the_garbage_collector_and_always_resumes_it(limit: int) -> None:
+    import gc
+
+    raw, wl = _job([("worker", 40)])
+    assert gc.isenabled()
+    decide(wl, _pods(raw), previous=None, size_limit=limit)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        decide(wl, _pods(raw), previous=None, size_limit=limit)
+        assert not gc.isenabled()  # a caller's choice is left as it was
+    finally:
+        gc.enable()
