@@ -23,7 +23,9 @@ Figures per row:
 - ``ctl cpu ms``: the controller process's CPU from the last pod Running to
   the spec completed (``/proc``);
 - ``running->completed ms``: last member Running (the bench's pod watch) to
-  the ``completed`` ConfigMap (its ConfigMap watch);
+  the ``completed`` ConfigMap (its ConfigMap watch); ``ctl latency ms``: the
+  controller's own figure (``ringcontroller_spec_latency_seconds``: the last
+  member seen ready to the write answered);
 - ``decode ms``: the launcher's reading function on the ConfigMap as the API
   returns it (base64, gunzip, parse and validate ``cluster.json`` and
   ``hccl.json``, find the member: CPU ms in the bench process), and ``launch
@@ -86,6 +88,7 @@ HEADER = (
     "render ms",
     "ctl cpu ms",
     "running->completed ms",
+    "ctl latency ms",
     "decode ms",
     "launch ms",
     "RSS MB",
@@ -107,7 +110,7 @@ async def _row(args: argparse.Namespace, cluster: Any, api: ApiClient, name: str
     configmap = f"rings-config-{JOB}"
     slots = [slot_key(JOB, i) for i in range(s.servers)]
     observer.expect(configmap, slots)
-    logs = Path(args.state_dir) / "bench-logs"
+    logs = Path(args.logs)
     logs.mkdir(parents=True, exist_ok=True)
     controller = ControllerProcess(
         kubeconfig=str(cluster.kubeconfig), log_path=logs / f"{namespace}.log", namespace=namespace
@@ -143,6 +146,7 @@ async def _row(args: argparse.Namespace, cluster: Any, api: ApiClient, name: str
         ctl_cpu_ms = (cpu_done - before[-1]) * 1000 if before else math.nan
         await asyncio.sleep(1.0)  # the touches and events after the write, for the peak RSS
         rss = proc_sample(controller.pid).hwm_mb
+        own = await asyncio.to_thread(controller.metric, "ringcontroller_spec_latency_seconds_sum")
         raw = await rest.request("GET", f"/api/v1/namespaces/{namespace}/configmaps/{configmap}")
         listed = await rest.request(
             "GET", f"/api/v1/namespaces/{namespace}/pods", query=[("labelSelector", DEFAULT_LABEL_KEY)]
@@ -151,6 +155,7 @@ async def _row(args: argparse.Namespace, cluster: Any, api: ApiClient, name: str
             "shape": name,
             "npus": s.npus,
             "latency_ms": round(completion.latency_s * 1000, 1) if completion.latency_s is not None else None,
+            "controller_latency_ms": round(own * 1000, 1) if own is not None else None,
             "controller_cpu_ms": round(ctl_cpu_ms, 1),
             "controller_rss_mb": round(rss, 1),
             **_sizes(raw),
@@ -253,6 +258,7 @@ def _print(rows: list[Json]) -> None:
             f"{r['render_ms']:.0f}",
             f"{r['controller_cpu_ms']:.0f}",
             f"{r['latency_ms']:.0f}" if r["latency_ms"] is not None else "-",
+            f"{r['controller_latency_ms']:.0f}" if r["controller_latency_ms"] is not None else "-",
             f"{r['decode_ms']:.0f}",
             f"{r['launch_ms']:.0f}",
             f"{r['controller_rss_mb']:.0f}",
@@ -296,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the dev cluster's state directory (default $RING_DEVCLUSTER_STATE, else .state/bench)",
     )
     parser.add_argument("--concurrency", type=int, default=32, help="pod creations in flight")
+    parser.add_argument("--logs", type=Path, default=Path(".state/superpod-logs"), help="controller logs go here")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per row")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args(argv)
