@@ -245,3 +245,20 @@ def test_the_ipv4_fast_path_accepts_exactly_what_ipaddress_accepts() -> None:
         except ValueError:
             valid = False
         assert bool(_IPV4.fullmatch(text)) is valid, text
+
+
+def test_parsing_pauses_the_garbage_collector_and_restores_it() -> None:
+    import gc
+
+    from ranktable.clusterspec import load_json
+
+    assert load_json('{"a": [1, 2]}') == {"a": [1, 2]} and gc.isenabled()
+    with pytest.raises(ValueError):
+        load_json("{")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        load_json("[]")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
