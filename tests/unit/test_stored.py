@@ -151,3 +151,18 @@ def test_the_shared_storage_directory_gets_the_table_and_its_version(
     assert sorted(p.name for p in shared.iterdir()) == ["hccl.json", "version"]
     monkeypatch.delenv("RING_RANK_TABLE_DIR")
     assert rank_table_file("{}", epoch=3, default=lambda text: "mounted") == "mounted"
+
+
+def test_api_mode_observes_either_form_and_reports_an_undecodable_one() -> None:
+    from ranktable.apiwatch import _observation
+
+    s = pack(FILES, limit=1000)
+    body = configmap_body(
+        namespace="ns", name="cm", job=JobKey("vcjob/ns/j"), owner={}, data=s.data, binary_data=s.binary_data
+    )
+    obs = _observation(body)
+    assert (obs.cluster, obs.hccl, obs.final, obs.error) == (FILES["cluster.json"], FILES["hccl.json"], True, None)
+    assert _observation({"data": {"cluster.json": "{}"}}).cluster == "{}"
+    assert _observation(None) == Observation(cluster=None, hccl=None, final=True)
+    bad = _observation({"binaryData": {"cluster.json.gz": base64.b64encode(b"nope").decode()}})
+    assert bad.cluster is None and bad.error is not None and "not gzip" in bad.error
