@@ -286,7 +286,15 @@ async def main_async(args: argparse.Namespace) -> list[Json]:
     rows: list[Json] = []
     async with ApiClient(configuration=cfg) as api:
         for name in names:
-            row = await _row(args, cluster, api, name)
+            for attempt in range(1, args.attempts + 1):
+                try:
+                    row = await _row(args, cluster, api, name)
+                    break
+                except Exception as err:  # a shared dev cluster's API server may restart under a row
+                    if attempt == args.attempts:
+                        raise
+                    say(f"{name}: attempt {attempt} failed ({type(err).__name__}: {err}); again in 20s")
+                    await asyncio.sleep(20)
             say(f"{name}: {json.dumps(row)}")
             rows.append(row)
     return rows
@@ -305,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=32, help="pod creations in flight")
     parser.add_argument("--logs", type=Path, default=Path(".state/superpod-logs"), help="controller logs go here")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per row")
+    parser.add_argument("--attempts", type=int, default=3, help="tries per row (a row that fails is run again)")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args(argv)
     rows = asyncio.run(main_async(args))
