@@ -33,7 +33,10 @@ Figures per row:
   the way the kubelet mounts it (wall time, interpreter start included),
   checked to give the last member its rank and a ``RANK_TABLE_FILE`` with
   every device;
-- ``RSS MB``: the controller's peak resident set (``VmHWM``).
+- ``RSS MB``: the controller's peak resident set (``VmHWM``);
+- ``load``: the machine's 1-minute load average when the spec completed (the
+  wall-clock figures stretch with it: on 2 shared cores at load 10 a process
+  gets a fifth of a core).
 
 Targets (issue 25): 16,384 NPUs completed <= 1 s after the last member is
 Running; decode <= 200 ms; RSS <= 300 MB.
@@ -92,6 +95,7 @@ HEADER = (
     "decode ms",
     "launch ms",
     "RSS MB",
+    "load",
 )
 
 
@@ -140,6 +144,7 @@ async def _row(args: argparse.Namespace, cluster: Any, api: ApiClient, name: str
             samples.append((time.monotonic(), proc_sample(controller.pid).cpu_s))
             await asyncio.sleep(0.02)
         cpu_done = proc_sample(controller.pid).cpu_s
+        load_avg = os.getloadavg()[0]
         completion = observer.completions[-1]
         last_running = max(p.running_at for sl in slots if (p := observer.pods.get(sl)) and p.running_at)
         before = [cpu for at, cpu in samples if at <= last_running]
@@ -158,6 +163,7 @@ async def _row(args: argparse.Namespace, cluster: Any, api: ApiClient, name: str
             "controller_latency_ms": round(own * 1000, 1) if own is not None else None,
             "controller_cpu_ms": round(ctl_cpu_ms, 1),
             "controller_rss_mb": round(rss, 1),
+            "load_avg_1m": round(load_avg, 1),
             **_sizes(raw),
             **_render(job, listed["items"]),
             **_decode(raw, s),
@@ -263,6 +269,7 @@ def _print(rows: list[Json]) -> None:
             f"{r['decode_ms']:.0f}",
             f"{r['launch_ms']:.0f}",
             f"{r['controller_rss_mb']:.0f}",
+            f"{r['load_avg_1m']:.1f}",
         ]
         for r in rows
     ]
