@@ -447,7 +447,9 @@ def spec_to_json(spec: ClusterSpec) -> str:
     to skip no-op writes. Raises :class:`SpecError` if ``spec`` is invalid
     (the writer must never publish what the reader would reject).
     """
-    return json.dumps(spec_to_dict(spec), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(
+        spec_to_dict(spec), sort_keys=True, separators=(",", ":"), ensure_ascii=False, check_circular=False
+    )  # a tree: no cycle to find
 
 
 # Parsing -------------------------------------------------------------------------
