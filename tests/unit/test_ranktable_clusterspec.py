@@ -253,7 +253,7 @@ def test_parsing_pauses_the_garbage_collector_and_restores_it() -> None:
     from ranktable.clusterspec import load_json
 
     assert load_json('{"a": [1, 2]}') == {"a": [1, 2]} and gc.isenabled()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="Expecting property name"):
         load_json("{")
     assert gc.isenabled()
     gc.disable()

@@ -48,7 +48,7 @@ def test_compression_is_deterministic_so_equal_specs_write_equal_bytes() -> None
 
 
 def test_too_large_even_compressed_names_both_sizes() -> None:
-    with pytest.raises(TooLarge) as info:
+    with pytest.raises(TooLarge, match="gzip-compressed") as info:
         pack(FILES, limit=50)
     err = info.value
     assert err.plain == 6037 and err.stored > 50 and err.limit == 50
