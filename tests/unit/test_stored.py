@@ -166,3 +166,24 @@ def test_api_mode_observes_either_form_and_reports_an_undecodable_one() -> None:
     assert _observation(None) == Observation(cluster=None, hccl=None, final=True)
     bad = _observation({"binaryData": {"cluster.json.gz": base64.b64encode(b"nope").decode()}})
     assert bad.cluster is None and bad.error is not None and "not gzip" in bad.error
+
+
+def test_the_judge_parses_equal_texts_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ranktable import wait
+    from ranktable.clusterspec import spec_from_json
+
+    calls: list[str] = []
+
+    def counting(text: str) -> object:
+        calls.append(text)
+        return spec_from_json(text)
+
+    monkeypatch.setattr(wait, "spec_from_json", counting)
+    judge = wait.Judge(identity=wait.Identity(pod="p"), where="here")
+    first = '{"status":"initializing","job":{"kind":"Job","apiVersion":"v","namespace":"n","name":"j","uid":"u","version":0},"epoch":0,"expected":1,"members":[]}'
+    for _ in range(3):
+        assert judge.judge(Observation(cluster=first, hccl=None, final=False)).startswith("spec initializing")
+    assert len(calls) == 1
+    second = first.replace('"epoch":0', '"epoch":1')
+    assert "epoch 1" in str(judge.judge(Observation(cluster=second, hccl=None, final=False)))
+    assert len(calls) == 2
