@@ -110,6 +110,10 @@ def test_a3_job_of_1024_servers_by_16_dies_end_to_end(
     # kubectl ring reads the compressed form too: the job completed, every member counted.
     (row,) = table(ring("get", "-n", namespace, kubeconfig=devcluster.kubeconfig, timeout=180).stdout)
     assert (row["NAME"], row["STATUS"], row["READY"]) == ("a3", "completed", "1024/1024"), row
+    described = ring("describe", "a3", "-n", namespace, kubeconfig=devcluster.kubeconfig, timeout=180).stdout
+    assert re.search(
+        r"Spec: +completed, epoch 1, written .* ago, gzip-compressed: [\d,]+ of 1,048,576 bytes", described
+    )
     shown = ring("env", "a3-worker-1023", "-n", namespace, "-o", "json", kubeconfig=devcluster.kubeconfig, timeout=180)
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["RANK_ID"] == str(1023 * 16)

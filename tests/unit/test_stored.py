@@ -187,3 +187,16 @@ def test_the_judge_parses_equal_texts_once(monkeypatch: pytest.MonkeyPatch) -> N
     second = first.replace('"epoch":0', '"epoch":1')
     assert "epoch 1" in str(judge.judge(Observation(cluster=second, hccl=None, final=False)))
     assert len(calls) == 2
+
+
+def test_kubectl_ring_describe_names_the_compressed_form_and_its_sizes() -> None:
+    from ringcontroller.kubectl_ring.render import _stored_note
+
+    owner: dict[str, object] = {}
+    for limit, note in ((10_000, ""), (1000, ", gzip-compressed: {stored:,} of 1,048,576 bytes (6,037 plain)")):
+        s = pack(FILES, limit=limit)
+        body = configmap_body(
+            namespace="ns", name="cm", job=JobKey("vcjob/ns/j"), owner=owner, data=s.data, binary_data=s.binary_data
+        )
+        assert _stored_note(configmap_record(body)) == note.format(stored=s.stored_bytes)
+    assert _stored_note(None) == ""
