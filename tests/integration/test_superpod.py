@@ -19,9 +19,12 @@ import re
 import secrets
 import subprocess
 import sys
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from model.keys import CONFIGMAP_DATA_LIMIT
 from ranktable.clusterspec import spec_from_json
@@ -63,8 +66,17 @@ def _launch(volume: Path, pod: str, tmp: Path) -> dict[str, str]:
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
+@pytest.fixture
+def pods_gone(k8s: Any, namespace: str) -> Iterator[None]:
+    """Afterwards, the test's pods deleted and gone: 1,024 pods left to the namespace's
+    deletion would keep the shared control plane (and kwok) busy under the next tests."""
+    yield
+    k8s.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+    wait_for(lambda: not k8s.core.list_namespaced_pod(namespace, limit=1).items, timeout=300, what="pods deleted")
+
+
 def test_a3_job_of_1024_servers_by_16_dies_end_to_end(
-    devcluster: Any, k8s: Any, namespace: str, controller: ControllerProcess, tmp_path: Path
+    devcluster: Any, k8s: Any, namespace: str, controller: ControllerProcess, tmp_path: Path, pods_gone: None
 ) -> None:
     ensure_up(state_dir=devcluster_state_dir(), nodes=max(4, math.ceil(SHAPE.servers / (PODS_PER_NODE * 0.8))))
     raw = superpod.workload(SHAPE, name="a3", namespace=namespace, uid="")
