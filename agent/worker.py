@@ -63,7 +63,8 @@ STATUS_UNSETTLED: Final[WorkerStatus] = ""
 @dataclass(frozen=True, slots=True)
 class Written:
     """A ConfigMap state known to be on the server (``replaced``: the
-    resourceVersion our write of it replaced, None if read or created)."""
+    resourceVersion our write of it replaced, None if read or created);
+    ``data`` its spec files by name, whichever form holds them."""
 
     uid: str
     resource_version: str
@@ -75,10 +76,11 @@ class Written:
 def _written(cm: ConfigMapRecord) -> Written:
     spec: ClusterSpec | None
     try:
-        spec = spec_from_json(cm.data[CLUSTER_FILE]) if CLUSTER_FILE in cm.data else None
+        files = cm.files  # either form (ranktable.stored)
+        spec = spec_from_json(files[CLUSTER_FILE]) if CLUSTER_FILE in files else None
     except SpecError:
-        spec = None  # unreadable: rewritten from scratch, epoch restarts
-    return Written(uid=cm.uid, resource_version=cm.resource_version, data=cm.data, spec=spec)
+        files, spec = {}, None  # unreadable: rewritten from scratch, epoch restarts
+    return Written(uid=cm.uid, resource_version=cm.resource_version, data=files, spec=spec)
 
 
 class Untouchable(Exception):
@@ -218,13 +220,14 @@ class JobWorker:
         return _written(cm)
 
     async def _write(self, workload: WorkloadRecord, decision: Decision, base: Written | None) -> Written:
-        assert decision.data is not None
+        assert decision.data is not None and decision.stored is not None
         body = configmap_body(
             namespace=workload.namespace,
             name=workload.configmap,
             job=workload.key,
             owner=workload.owner_reference(),
-            data=decision.data,
+            data=decision.stored.data,
+            binary_data=decision.stored.binary_data,
             resource_version=base.resource_version if base else None,
         )
         if base is not None:

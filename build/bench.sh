@@ -8,6 +8,7 @@
 #   build/bench.sh --vs-dns [--workers 2,4,8] [--repeats 5] [--json OUT] [--plot OUT.png]
 #   build/bench.sh --delivery [--modes file+touch,file,api] [--repeats 10] [--json OUT]
 #   build/bench.sh --launcher [--repeats 5] [--concurrency 1,8] [--wait 60] [--json OUT]
+#   build/bench.sh --superpod [--rows a3-24x16,a3-1024x16,a5-1024x8] [--json OUT]
 #
 # --vs-dns runs tests/bench/vsdns.py instead: ring-controller against the
 # DNS-probing baseline (build/examples/baseline), the same TrainJobs on the
@@ -19,6 +20,9 @@
 # (file and API mode, 1 and 8 at once, wall and CPU-s per launcher) and the
 # file-mode wait's CPU and swap -> exit latency, the launcher before
 # (merge-base with main) and after (dist/ring-launch.pyz); the tests' cluster.
+# --superpod runs tests/bench/superpod.py: rank tables at super-pod scale
+# (384 to 16,384 NPUs), one job per row, on kwok nodes ($RING_DEVCLUSTER_STATE
+# or .state/bench).
 #
 # Uses the virtualenv .venv (created and the project installed into it when
 # missing), brings up or reuses the cluster in --state-dir (default
@@ -49,6 +53,9 @@ for arg in "$@"; do
     fi
     if [[ "$arg" == "--delivery" ]]; then
         exec .venv/bin/python -m tests.bench.delivery "$@"
+    fi
+    if [[ "$arg" == "--superpod" ]]; then
+        exec .venv/bin/python -m tests.bench.superpod "$@"
     fi
 done
 exec .venv/bin/python -m tests.bench.bench "$@"

@@ -11,12 +11,13 @@ a pod key, a workload uid is not a pod uid.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NewType
 
 from model.ascend import AscendJob, ascend_job
 from model.keys import CONFIGMAP_PREFIX, RANK_ORDER_ANNOTATION, SELF_REGISTER_ANNOTATION
 from ranktable.clusterspec import JobRef
+from ranktable.stored import unpack
 
 #: ``<kind-short>/<namespace>/<name>``, e.g. ``vcjob/default/mnist``: the unit
 #: of work, one queue key and one agent worker per job.
@@ -248,8 +249,11 @@ class PodRecord:
 class ConfigMapRecord:
     """A ConfigMap carrying the controller's label: where a spec was written.
 
-    ``data`` holds the spec files as written; the agent compares against it to
-    skip writes that would change nothing, and reads its epoch after a restart.
+    ``data`` holds its plain keys as written, ``binary_data`` its
+    ``binaryData`` (decoded from base64; the spec's compressed form, see
+    :mod:`ranktable.stored`). :attr:`files` gives the spec files whichever
+    form was written; the agent compares against them to skip writes that
+    would change nothing, and reads its epoch after a restart.
     """
 
     namespace: str
@@ -259,6 +263,12 @@ class ConfigMapRecord:
     managed: bool
     job: JobKey | None
     data: dict[str, str]
+    binary_data: dict[str, bytes] = field(default_factory=dict)
+
+    @property
+    def files(self) -> dict[str, str]:
+        """The spec files by name, decompressed when stored compressed; raises SpecError when unreadable."""
+        return unpack(self.data, self.binary_data)
 
     @property
     def key(self) -> ObjectKey:

@@ -58,8 +58,6 @@ because the launcher always sends the ``metadata.name`` field selector)::
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -68,6 +66,7 @@ from typing import Any, Final
 from ranktable.backoff import Backoff
 from ranktable.kubeapi import ApiStatusError, KubeClient
 from ranktable.kubeconfig import ApiConfigError, load_client_config
+from ranktable.stored import write_rank_table
 from ranktable.wait import Log, Observation, observation_from_configmap, quiet
 
 #: Upper bound of one watch request (seconds); shorter near the deadline.
@@ -103,10 +102,7 @@ class ApiSource:
 
     def rank_table_path(self, hccl: str) -> str:
         """Write ``hccl`` to a new temporary file (it outlives the exec) and return its path."""
-        fd, path = tempfile.mkstemp(prefix="ring-hccl-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(hccl)
-        return path
+        return write_rank_table(hccl)
 
     def observe(self, deadline: float) -> Iterator[Observation]:
         self.connect()

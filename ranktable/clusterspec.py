@@ -27,6 +27,7 @@ Design points:
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 import json
 import re
@@ -66,6 +67,11 @@ DEFAULT_SLOTS: Final = 1
 
 _CANONICAL_UINT = re.compile(r"0|[1-9][0-9]*")
 _SERVER_ID = re.compile(r"[\x21-\x7e]{1,253}")
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+#: Dotted-quad IPv4 exactly as ``ipaddress`` accepts it (no leading zeros): a
+#: fast path for the 18,000 addresses of a 16,384-NPU spec; anything else
+#: goes to ``ipaddress``.
+_IPV4 = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}")
 
 #: ``device_ip`` values a device plugin writes when it could not read the
 #: device's IP (``-1`` is the Ascend device plugin's own error value; the
@@ -304,10 +310,13 @@ def _check_member(member: Member, where: str) -> None:
     ids: set[str] = set()
     ips: set[str] = set()
     for d, device in enumerate(member.devices):
-        dwhere = f"{where}.devices[{d}]"
-        check_device_id(device.device_id, f"{dwhere}.id")
+        # Paths are named only for a value that is wrong: a 16,384-NPU spec has 16,384 devices.
+        dwhere = _Path(where, d)
+        if uint_string(device.device_id) is None:
+            check_device_id(device.device_id, f"{dwhere}.id")
         if device.has_ip:
-            check_ip(device.device_ip, f"{dwhere}.ip")
+            if not is_ip(device.device_ip):
+                check_ip(device.device_ip, f"{dwhere}.ip")
             if device.device_ip in ips:
                 raise SpecError(f"{dwhere}.ip: {device.device_ip!r} appears twice")
             ips.add(device.device_ip)
@@ -325,10 +334,38 @@ def _check_uint(value: object, where: str) -> None:
         raise SpecError(f"{where}: {value!r} is not a non-negative integer")
 
 
+class _Path:
+    """``members[i].devices[d]``, formatted only when a message needs it."""
+
+    __slots__ = ("member", "index")
+
+    def __init__(self, member: str, index: int) -> None:
+        self.member = member
+        self.index = index
+
+    def __str__(self) -> str:
+        return f"{self.member}.devices[{self.index}]"
+
+
+def is_ip(value: object) -> bool:
+    """True when ``value`` is an IPv4/IPv6 address string (:func:`check_ip` without the message)."""
+    if not isinstance(value, str):
+        return False
+    if _IPV4.fullmatch(value):
+        return True
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
 def check_ip(value: object, where: str) -> None:
     """Raise :class:`SpecError` unless ``value`` is an IPv4/IPv6 address string."""
     if not isinstance(value, str):
         raise SpecError(f"{where}: {value!r} is not a string")
+    if _IPV4.fullmatch(value):
+        return
     try:
         ipaddress.ip_address(value)
     except ValueError:
@@ -410,10 +447,29 @@ def spec_to_json(spec: ClusterSpec) -> str:
     to skip no-op writes. Raises :class:`SpecError` if ``spec`` is invalid
     (the writer must never publish what the reader would reject).
     """
-    return json.dumps(spec_to_dict(spec), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(
+        spec_to_dict(spec), sort_keys=True, separators=(",", ":"), ensure_ascii=False, check_circular=False
+    )  # a tree: no cycle to find
 
 
 # Parsing -------------------------------------------------------------------------
+
+
+def load_json(text: str) -> Any:
+    """``json.loads`` with the garbage collector paused (then restored as it was).
+
+    Parsing the 2-6 MB files of a 16,384-NPU job makes some 10^5-10^6
+    containers, none of them cyclic; the collections they trigger on the way
+    cost as much as the parse itself (measured: 0.1-0.3 s more for table 2.0
+    at 8,192 NPUs). Raises what ``json.loads`` raises.
+    """
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return json.loads(text)
+    finally:
+        if paused:
+            gc.enable()
 
 
 def spec_from_json(text: str) -> ClusterSpec:
@@ -425,7 +481,7 @@ def spec_from_json(text: str) -> ClusterSpec:
     ignored.
     """
     try:
-        raw = json.loads(text)
+        raw = load_json(text)
     except (ValueError, RecursionError) as err:  # also numbers over the digit limit, nesting too deep
         raise SpecError(f"not valid JSON: {err}") from None
     obj = _object(raw, "the spec")
@@ -468,6 +524,9 @@ def _member(raw: object, where: str) -> Member:
         raise SpecError(f"{prefix}devices: expected a list, got {_kind(devices_raw)}")
     devices = []
     for d, item in enumerate(devices_raw):
+        if type(item) is dict and type(item.get("id")) is str and type(item.get("ip")) is str:
+            devices.append(Device(device_id=item["id"], device_ip=item["ip"]))  # the common case, no path built
+            continue
         dobj = _object(item, f"{prefix}devices[{d}]")
         dprefix = f"{prefix}devices[{d}]."
         devices.append(Device(device_id=_str(dobj, "id", dprefix), device_ip=_str(dobj, "ip", dprefix)))

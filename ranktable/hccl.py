@@ -42,7 +42,15 @@ import json
 from typing import Any, Final
 
 from ranktable import hccl_table10, hccl_table20, hccl_v1, hccl_v2
-from ranktable.clusterspec import STATUS_INITIALIZING, STATUSES, ClusterSpec, Device, SpecError, validate_spec
+from ranktable.clusterspec import (
+    STATUS_INITIALIZING,
+    STATUSES,
+    ClusterSpec,
+    Device,
+    SpecError,
+    load_json,
+    validate_spec,
+)
 
 #: Every layout :func:`render_hccl` writes.
 VERSIONS: Final = (hccl_table10.VERSION_1_0, hccl_table10.VERSION_1_2, hccl_table20.VERSION_2_0, "v2", "v1")
@@ -113,7 +121,9 @@ def render_hccl(
         table = hccl_table20.render(spec, scale_out=scale_out)
     else:
         raise ValueError(f"unknown rank table version {version!r}; expected one of {', '.join(VERSIONS)}")
-    return json.dumps(table, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(
+        table, separators=(",", ":"), ensure_ascii=False, check_circular=False
+    )  # a tree: no cycle to find
 
 
 def read_hccl(text: str) -> dict[str, Any]:
@@ -124,7 +134,7 @@ def read_hccl(text: str) -> dict[str, Any]:
     consistent: counts match the lists and rank ids are exactly ``0..N-1``.
     """
     try:
-        raw = json.loads(text)
+        raw = load_json(text)
     except (ValueError, RecursionError) as err:  # also numbers over the digit limit, nesting too deep
         raise SpecError(f"hccl.json: not valid JSON: {err}") from None
     if not isinstance(raw, dict):

@@ -26,7 +26,10 @@ table also says ``"version": "1.0"``): ``host_ip`` (the node),
 ``container_ip`` (the pod IP) and, where the pod carries
 ``mind-cluster/hardware-type``, ``hardware_type`` per server; ``server_id`` is
 whatever the device annotation says (the pod's uid from current device
-plugins, the node's IP from HCCL-Controller's generation). HCCL reads both.
+plugins, the node's IP from HCCL-Controller's generation), except that when
+every member has a node of its own, ``server_id`` is the node's IP
+(``host_ip``), as ascend-operator's ``onePodOneNode`` rule has it
+(:func:`server_ids`). HCCL reads both.
 
 Where ring-controller differs from ascend-operator (deliberately):
 
@@ -36,8 +39,10 @@ Where ring-controller differs from ascend-operator (deliberately):
 * Each super pod's ``super_pod_id`` comes from the member
   (:attr:`~ranktable.clusterspec.Member.super_pod`, decided by the agent:
   ascend-operator's logical blocks when the job has ``sp-block``, else the
-  device annotation's physical ``super_pod_id``); ascend-operator puts every
-  server into super pod ``"0"`` when the job has no ``sp-block``.
+  device annotation's physical ``super_pod_id``, numbered densely from 0 in
+  rank order); ascend-operator puts every server into super pod ``"0"`` when
+  the job has no ``sp-block``, which is the same for a job within one super
+  pod and would join servers of different super pods into one otherwise.
 * Super pods are listed by id (ascend-operator, for some jobs, in Go's map order).
 * An initializing table lists the members known so far with their devices
   (ascend-operator writes no ``server_list`` until it is complete); the
@@ -55,7 +60,23 @@ VERSION_1_0: Final = "1.0"
 VERSION_1_2: Final = "1.2"
 
 
-def _server(member: Member, rank_id: int, *, super_devices: bool) -> tuple[dict[str, Any], int]:
+def server_ids(members: list[Member]) -> list[str]:
+    """Each table member's ``server_id``: ascend-operator's ``onePodOneNode`` rule.
+
+    When every member sits on a node of its own (the usual training job: one
+    pod takes all NPUs of its server), ascend-operator names each server by
+    its node's IP (the annotation's ``host_ip``), which MindIE's expert
+    parallelism relies on; else by the annotation's ``server_id`` (the pod's
+    uid from current device plugins), since several pods share a node's IP.
+    A member whose node is unknown keeps its ``server_id``.
+    """
+    nodes = [m.node for m in members]
+    if all(nodes) and len(set(nodes)) == len(nodes):
+        return [m.host_ip or m.host for m in members]
+    return [m.host for m in members]
+
+
+def _server(member: Member, rank_id: int, *, super_devices: bool, server_id: str) -> tuple[dict[str, Any], int]:
     devices = []
     for device in member.devices:
         entry = {"device_id": device.device_id, "device_ip": device.device_ip}
@@ -67,7 +88,7 @@ def _server(member: Member, rank_id: int, *, super_devices: bool) -> tuple[dict[
     server: dict[str, Any] = {"device": devices}
     if member.hardware:
         server["hardware_type"] = member.hardware
-    server["server_id"] = member.host
+    server["server_id"] = server_id
     server["host_ip"] = member.host_ip
     server["container_ip"] = member.ip
     return server, rank_id
@@ -84,8 +105,9 @@ def render(spec: ClusterSpec, *, version: str = VERSION_1_0) -> dict[str, Any]:
     members = hccl_common.table_members(spec)
     servers: list[dict[str, Any]] = []
     rank_id = 0
-    for member in members:
-        server, rank_id = _server(member, rank_id, super_devices=super_pods)
+    ids = server_ids(members)
+    for member, server_id in zip(members, ids, strict=True):
+        server, rank_id = _server(member, rank_id, super_devices=super_pods, server_id=server_id)
         servers.append(server)
     table: dict[str, Any] = {
         "status": spec.status,
@@ -94,13 +116,13 @@ def render(spec: ClusterSpec, *, version: str = VERSION_1_0) -> dict[str, Any]:
         "version": version,
     }
     if super_pods:
-        table["super_pod_list"] = _super_pod_list(spec, members)
+        table["super_pod_list"] = _super_pod_list(spec, members, ids)
     return table
 
 
-def _super_pod_list(spec: ClusterSpec, members: list[Member]) -> list[dict[str, Any]]:
+def _super_pod_list(spec: ClusterSpec, members: list[Member], ids: list[str]) -> list[dict[str, Any]]:
     by_pod: dict[str, list[dict[str, str]]] = {}
-    for member in members:
+    for member, server_id in zip(members, ids, strict=True):
         if spec.status == STATUS_COMPLETED:
             if not member.super_pod:
                 raise SpecError(f"rank table 1.2: member {member.pod!r} (rank {member.rank}) has no super pod")
@@ -108,7 +130,7 @@ def _super_pod_list(spec: ClusterSpec, members: list[Member]) -> list[dict[str, 
             if missing:
                 raise SpecError(f"rank table 1.2: member {member.pod!r} devices {missing} have no super_device_id")
         if member.super_pod:
-            by_pod.setdefault(member.super_pod, []).append({"server_id": member.host})
+            by_pod.setdefault(member.super_pod, []).append({"server_id": server_id})
     if spec.status == STATUS_COMPLETED and len(by_pod) > 1:
         for member in members:
             if not all(d.has_ip for d in member.devices):

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from ranktable import hccl_common
-from ranktable.clusterspec import STATUS_COMPLETED, ClusterSpec, SpecError, check_ip, check_server_id
+from ranktable.clusterspec import STATUS_COMPLETED, ClusterSpec, SpecError, check_ip, check_server_id, uint_string
 
 #: The value of the table's ``version`` key for this layout.
 TABLE_VERSION: Final = "1.0"
@@ -84,8 +84,12 @@ def validate(table: dict[str, Any], *, placeholder_ip: bool = False) -> None:
         if completed and not devices:
             raise SpecError(f"hccl.json {where}.device: empty in a completed table")
         for d, device in enumerate(devices):
-            entry = hccl_common.device(device, f"{where}.device[{d}]", placeholder_ip=placeholder_ip)
-            rank_ids.append(hccl_common.count(entry.get("rank_id"), f"{where}.device[{d}].rank_id"))
+            ok = hccl_common.device_ok(device, placeholder_ip=placeholder_ip)
+            rank = uint_string(device.get("rank_id")) if ok else None
+            if rank is None:  # name what is wrong
+                entry = hccl_common.device(device, f"{where}.device[{d}]", placeholder_ip=placeholder_ip)
+                rank = hccl_common.count(entry.get("rank_id"), f"{where}.device[{d}].rank_id")
+            rank_ids.append(rank)
     if len(set(rank_ids)) != len(rank_ids):
         raise SpecError("hccl.json: a rank_id appears twice")
     if completed:

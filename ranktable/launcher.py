@@ -69,6 +69,7 @@ from ranktable.clusterspec import CONFIGMAP_PREFIX, PodNotInSpec, SpecError
 from ranktable.exports import frameworks_text, member_env
 from ranktable.hostfile import FILE_NAMES, hostfile_text
 from ranktable.podenv import pod_namespace
+from ranktable.stored import rank_table_file as rank_table_file_for
 from ranktable.wait import (
     DEFAULT_POLL_INTERVAL,
     FileSource,
@@ -328,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     def environment(ready: Ready) -> dict[str, str]:
         rank_table_file = None
         if ready.hccl is not None:
-            rank_table_file = source.rank_table_path(ready.hccl)
+            rank_table_file = rank_table_file_for(ready.hccl, epoch=ready.spec.epoch, default=source.rank_table_path)
         elif ready.spec.has_devices:
             _log("warning: the spec lists Ascend devices but holds no hccl.json; RANK_TABLE_FILE is not set")
         written = write_hostfiles(ready, hostfile_dir)

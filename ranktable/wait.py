@@ -32,9 +32,10 @@ wait here. A *source* yields :class:`Observation` s (the current
   delay; its texts are what the API server holds, so malformed text there is
   an error at once.
 
-Both turn what they hold into texts in one place,
-:func:`spec_observation`: the file names, or the ConfigMap's keys
-(``data``, or base64 ``binaryData``), that make up a spec.
+Both turn what they hold into texts through one module,
+:mod:`ranktable.stored`, which knows the two forms a spec is stored in
+(plain keys, or gzip in ``binaryData``): :func:`ranktable.stored.read_files`
+for a directory, :func:`ranktable.stored.files_from_configmap` for an object.
 
 Identity. A pod is found by name. Replacement pods often keep their name
 (Volcano, JobSet), so a ``completed`` spec written for the pod's predecessor
@@ -45,9 +46,6 @@ wait goes on.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import functools
 import os
 import select
 import time
@@ -67,6 +65,7 @@ from ranktable.clusterspec import (
 )
 from ranktable.hccl import read_hccl
 from ranktable.podenv import POD_IP_ENV, POD_UID_ENV, pod_name
+from ranktable.stored import files_from_configmap, read_files, write_rank_table
 
 DEFAULT_CONFIG_DIR: Final = "/etc/ring-config"
 DEFAULT_TIMEOUT: Final = 600.0
@@ -127,53 +126,28 @@ def identity_from_env(pod: str | None = None) -> Identity:
 class Observation:
     """One look at the source.
 
-    ``cluster``/``hccl`` are the texts, None when absent. ``final`` is True
-    when the text is certainly what the writer wrote (API), False when a read
-    may have caught a non-atomic writer mid-write (files).
+    ``cluster``/``hccl`` are the texts, None when absent (either form of
+    :mod:`ranktable.stored`, decompressed). ``final`` is True when the text is
+    certainly what the writer wrote (API), False when a read may have caught a
+    non-atomic writer mid-write (files). ``error``: the files could not be
+    decoded (a compressed key that is not gzip), judged like malformed text.
     """
 
     cluster: str | None
     hccl: str | None
     final: bool
-
-
-#: Reads one stored key of the spec (a file name, a ConfigMap key): its bytes, or None when absent.
-KeyReader = Callable[[str], "bytes | None"]
-
-
-def spec_observation(read: KeyReader, *, final: bool) -> Observation:
-    """The spec's texts from its store: the one function that knows which keys make up a spec.
-
-    Both sources call it, file mode with a reader of the directory's files,
-    API mode with one of the ConfigMap's keys (:func:`observation_from_configmap`).
-    """
-    cluster = read(CLUSTER_FILE)
-    hccl = read(HCCL_FILE)
-    return Observation(cluster=_decode(cluster), hccl=_decode(hccl), final=final)
+    error: str | None = None
 
 
 def observation_from_configmap(configmap: dict[str, Any] | None) -> Observation:
-    """The texts of a ConfigMap object from the API (None: it does not exist); keys in ``data`` or ``binaryData``."""
+    """The texts of a ConfigMap object from the API (None: it does not exist), either form of :mod:`ranktable.stored`."""
     if configmap is None:
         return Observation(cluster=None, hccl=None, final=True)
-    data = configmap.get("data") or {}
-    binary = configmap.get("binaryData") or {}
-
-    def read(key: str) -> bytes | None:
-        if isinstance(data.get(key), str):
-            return str(data[key]).encode("utf-8")
-        if isinstance(binary.get(key), str):
-            try:
-                return base64.b64decode(str(binary[key]), validate=True)
-            except binascii.Error:
-                return b"binaryData is not base64"
-        return None
-
-    return spec_observation(read, final=True)
-
-
-def _decode(raw: bytes | None) -> str | None:
-    return None if raw is None else raw.decode("utf-8", errors="replace")
+    try:
+        files = files_from_configmap(configmap)
+    except SpecError as err:
+        return Observation(cluster=None, hccl=None, final=True, error=f"ConfigMap: {err}")
+    return Observation(cluster=files.get(CLUSTER_FILE), hccl=files.get(HCCL_FILE), final=True)
 
 
 class Source(Protocol):
@@ -252,19 +226,25 @@ class FileSource:
 
     def read(self) -> Observation:
         """Both files from one version of the directory (see the module docstring)."""
-        obs = Observation(cluster=None, hccl=None, final=False)
+        files: dict[str, str] = {}
+        error: str | None = None
         for _ in range(20):
             before = self._data_target()
             base = os.path.join(self.config_dir, before) if before else self.config_dir
-            obs = spec_observation(functools.partial(_read_in, base), final=False)
+            try:
+                files, error = read_files(base), None  # plain or compressed (ranktable.stored)
+            except SpecError as err:
+                files, error = {}, str(err)
             if self._data_target() == before:
                 break
-        return obs
+        return Observation(cluster=files.get(CLUSTER_FILE), hccl=files.get(HCCL_FILE), final=False, error=error)
 
     def rank_table_path(self, hccl: str) -> str:
-        # The stable path: it follows ..data, so it always names the current table.
-        del hccl
-        return os.path.join(self.config_dir, HCCL_FILE)
+        # The plain form's stable path: it follows ..data, so it always names the
+        # current table. The compressed form has no hccl.json to name: a local copy.
+        if os.path.exists(os.path.join(self.config_dir, HCCL_FILE)):
+            return os.path.join(self.config_dir, HCCL_FILE)
+        return write_rank_table(hccl)
 
     def _data_target(self) -> str | None:
         try:
@@ -323,14 +303,6 @@ def _stat(path: str) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def _read_in(directory: str, name: str) -> bytes | None:
-    try:
-        with open(os.path.join(directory, name), "rb") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-
-
 @dataclass
 class Judge:
     """Turns observations into a verdict; keeps what it needs across them.
@@ -347,19 +319,30 @@ class Judge:
     not_in: PodNotInSpec | None = None
     #: The spec of the last observation, None when absent or malformed.
     spec: ClusterSpec | None = None
+    #: The last texts parsed well and what they gave: (cluster, hccl, spec, table). A
+    #: supervisor polls the same files for the whole run, and parsing a 16,384-NPU
+    #: spec costs about 0.1 s of CPU, twice a second: equal texts are not parsed again.
+    parsed: tuple[str, str | None, ClusterSpec, dict[str, Any] | None] | None = None
 
     def judge(self, obs: Observation) -> Ready | str:
         """A :class:`Ready`, or a one-line reason to keep waiting; raises :class:`SpecError` when malformed for good."""
         self.not_in = None
         self.spec = None
+        if obs.error is not None:
+            return self._bad(obs, SpecError(obs.error))
         if obs.cluster is None:
             self._good()
             return f"{self.where} does not exist yet"
-        try:
-            spec = spec_from_json(obs.cluster)
-            table = read_hccl(obs.hccl) if obs.hccl is not None and spec.completed and spec.has_devices else None
-        except SpecError as err:
-            return self._bad(obs, err)
+        cached = self.parsed
+        if cached is not None and cached[0] == obs.cluster and cached[1] == obs.hccl:
+            spec, table = cached[2], cached[3]
+        else:
+            try:
+                spec = spec_from_json(obs.cluster)
+                table = read_hccl(obs.hccl) if obs.hccl is not None and spec.completed and spec.has_devices else None
+            except SpecError as err:
+                return self._bad(obs, err)
+            self.parsed = (obs.cluster, obs.hccl, spec, table)
         self._good()
         self.spec = spec
         if spec.status != STATUS_COMPLETED:
@@ -390,7 +373,7 @@ class Judge:
         message = f"malformed spec in {self.where}: {err}"
         if obs.final:
             raise SpecError(message)
-        texts = (obs.cluster, obs.hccl)
+        texts = (obs.cluster, obs.hccl) if obs.error is None else (obs.error, None)
         self.bad_reads = self.bad_reads + 1 if texts == self.bad_text else 1
         self.bad_text = texts
         if self.bad_reads >= MALFORMED_READS:

@@ -32,7 +32,8 @@ from ranktable.clusterspec import CLUSTER_FILE, HCCL_FILE, ClusterSpec, SpecErro
 from ranktable.hccl import DEFAULT_CHOICE
 from ranktable.launcher import launch_env, launch_options
 from ranktable.pyzmain import PYZ_NAME
-from ranktable.wait import DEFAULT_CONFIG_DIR, FileSource, Identity, Judge, Observation, Ready
+from ranktable.stored import RANK_TABLE_DIR_ENV, files_from_configmap
+from ranktable.wait import DEFAULT_CONFIG_DIR, Identity, Judge, Observation, Ready
 
 Json = dict[str, Any]
 
@@ -198,14 +199,14 @@ def job_view(
     written: ClusterSpec | None = None
     error = ""
     if cm is not None and blocker is None:
-        text = cm.data.get(CLUSTER_FILE)
-        if text is None:
-            error = f"ConfigMap {cm.name} has no {CLUSTER_FILE}"
-        else:
-            try:
+        try:
+            text = cm.files.get(CLUSTER_FILE)  # plain or compressed (ranktable.stored)
+            if text is None:
+                error = f"ConfigMap {cm.name} has no {CLUSTER_FILE}"
+            else:
                 written = spec_from_json(text)
-            except SpecError as err:
-                error = f"ConfigMap {cm.name}: {err}"
+        except SpecError as err:
+            error = f"ConfigMap {cm.name}: {err}"
     explanation = explain(workload, pods, previous=written, hccl_version=hccl_version, order=order)
     rule, _ = rule_for(workload.rank_order, order.rule if order is not None else RULE_SPEC)
     return JobView(
@@ -280,7 +281,8 @@ class LaunchSetup:
     ``config_dir`` (``--config-dir``, ``$RING_CONFIG_DIR``, the default),
     ``hostfile_dir`` (``--hostfile-dir``, ``$RING_HOSTFILE_DIR``,
     ``$TMPDIR/ring-launch``), ``from_api`` and ``configmap`` (API mode's
-    ConfigMap, None: the job's); ``notes`` say what could not be known for sure.
+    ConfigMap, None: the job's), ``rank_table_dir`` (``$RING_RANK_TABLE_DIR``,
+    "" unset); ``notes`` say what could not be known for sure.
     """
 
     container: str
@@ -289,6 +291,7 @@ class LaunchSetup:
     from_api: bool
     configmap: str | None
     notes: tuple[str, ...]
+    rank_table_dir: str = ""
 
 
 def launch_setup(pod: Json, *, container: str | None = None) -> LaunchSetup:
@@ -344,6 +347,7 @@ def launch_setup(pod: Json, *, container: str | None = None) -> LaunchSetup:
         from_api=from_api,
         configmap=configmap,
         notes=tuple(notes),
+        rank_table_dir=env.get(RANK_TABLE_DIR_ENV, ""),
     )
 
 
@@ -393,7 +397,7 @@ def pod_env(pod: Json, configmap: Json | None, *, where: str, container: str | N
         uid=str(meta.get("uid", "")),
         ip=str((pod.get("status") or {}).get("podIP") or ""),
     )
-    data = (configmap or {}).get("data") or {}
+    data = files_from_configmap(configmap)  # either form (ranktable.stored); SpecError when undecodable
     judge = Judge(identity=identity, where=where)
     verdict = judge.judge(Observation(cluster=data.get(CLUSTER_FILE), hccl=data.get(HCCL_FILE), final=True))
     if isinstance(verdict, str):
@@ -402,10 +406,11 @@ def pod_env(pod: Json, configmap: Json | None, *, where: str, container: str | N
         return PodEnv(setup=setup, env=None, waiting=verdict, ready=None)
     rank_table = None
     if verdict.hccl is not None:
-        rank_table = (
-            "<a temporary copy of hccl.json>"
-            if setup.from_api
-            else FileSource(setup.config_dir).rank_table_path(verdict.hccl)
-        )
+        if setup.rank_table_dir:
+            rank_table = os.path.join(setup.rank_table_dir, HCCL_FILE)
+        elif setup.from_api or HCCL_FILE not in ((configmap or {}).get("data") or {}):  # API mode, compressed form
+            rank_table = "<a temporary copy of hccl.json>"
+        else:
+            rank_table = os.path.join(setup.config_dir, HCCL_FILE)
     env = launch_env(verdict, rank_table_file=rank_table, hostfile_dir=setup.hostfile_dir)
     return PodEnv(setup=setup, env=env, waiting="", ready=verdict)

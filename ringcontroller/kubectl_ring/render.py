@@ -17,6 +17,7 @@ from typing import Any, Final
 from agent.decide import SLOT_STATES, STATUS_INVALID, Slot, SlotState
 from model.keys import (
     CONFIG_VOLUME_NAMES,
+    CONFIGMAP_DATA_LIMIT,
     DEVICE_ANNOTATIONS,
     MANAGED_LABEL,
     MANAGED_VALUE,
@@ -27,6 +28,7 @@ from model.keys import (
     SLOTS_ANNOTATION,
     SLOTS_ENV,
 )
+from model.records import ConfigMapRecord
 from ranktable.clusterspec import STATUS_COMPLETED
 from ringcontroller.kubectl_ring.jobs import JobView, age
 
@@ -293,6 +295,15 @@ def _event_rows(events: Sequence[Json], now: datetime | None) -> list[list[str]]
     return rows
 
 
+def _stored_note(cm: ConfigMapRecord | None) -> str:
+    """``, gzip-compressed: S of L bytes (P plain)`` for a spec stored compressed (ranktable.stored), else ""."""
+    if cm is None or not cm.binary_data:
+        return ""
+    stored = sum(len(b) for b in cm.binary_data.values()) + sum(len(t.encode()) for t in cm.data.values())
+    plain = sum(len(t.encode()) for t in cm.files.values())
+    return f", gzip-compressed: {stored:,} of {CONFIGMAP_DATA_LIMIT:,} bytes ({plain:,} plain)"
+
+
 def describe_text(view: JobView, *, events: Sequence[Json] = (), label_key: str, now: datetime | None = None) -> str:
     """``kubectl ring describe``: the members in rank order and, while the spec is not completed, why."""
     w = view.workload
@@ -308,7 +319,11 @@ def describe_text(view: JobView, *, events: Sequence[Json] = (), label_key: str,
     ]
     if view.written is not None:
         field.append(
-            ("Spec", f"{view.written.status}, epoch {view.written.epoch}, written {age(view.spec_time, now=now)} ago")
+            (
+                "Spec",
+                f"{view.written.status}, epoch {view.written.epoch}, written {age(view.spec_time, now=now)} ago"
+                + _stored_note(view.configmap),
+            )
         )
     elif view.written_error:
         field.append(("Spec", f"unreadable: {view.written_error}"))

@@ -27,6 +27,7 @@ done by polling (:meth:`Observer.wait`), which keeps each event cheap.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import sys
 import time
@@ -39,6 +40,7 @@ from kubernetes_asyncio.client import ApiClient
 from agent.api import ApiError
 from model.keys import MANAGED_LABEL, MANAGED_VALUE, VOLCANO_JOB_NAME, VOLCANO_TASK_INDEX
 from ranktable.clusterspec import CLUSTER_FILE, STATUS_COMPLETED
+from ranktable.stored import files_from_configmap
 from ringcontroller import kube
 from tests.bench.load import slot_key
 
@@ -225,10 +227,13 @@ class Observer:
             self.status.pop(name, None)
             return
         data = obj.get("data") or {}
-        self.sizes[name] = sum(len(k) + len(str(v).encode()) for k, v in data.items())
+        binary = obj.get("binaryData") or {}
+        self.sizes[name] = sum(len(k) + len(str(v).encode()) for k, v in data.items()) + sum(
+            len(k) + len(base64.b64decode(str(v))) for k, v in binary.items()
+        )
         try:
-            spec = json.loads(data.get(CLUSTER_FILE) or "{}")
-        except ValueError:
+            spec = json.loads(files_from_configmap(obj).get(CLUSTER_FILE) or "{}")  # either form
+        except ValueError:  # also SpecError: a compressed key that does not decode
             return
         status, epoch = str(spec.get("status", "")), int(spec.get("epoch", 0))
         self.status[name] = status

@@ -176,11 +176,16 @@ def test_valid_npu_job_gets_hccl_v2_table(k8s: Any, namespace: str, controller: 
             [("worker", i)],
             devices=device_annotation(f"10.0.0.{i + 1}", [("0", f"192.168.{i}.1"), ("1", f"192.168.{i}.2")]),
         )
-    wait_spec(k8s, namespace, "rings-config-npu")
+    members = wait_spec(k8s, namespace, "rings-config-npu")["members"]
     table = json.loads(read_configmap(k8s, namespace, "rings-config-npu").data["hccl.json"])
     assert table["status"] == "completed"
     assert [d["rank_id"] for s in table["server_list"] for d in s["device"]] == ["0", "1", "2", "3"]
-    assert [s["server_id"] for s in table["server_list"]] == ["10.0.0.1", "10.0.0.2"]
+    # The annotation's server ids, unless the pods have nodes of their own: then their nodes' IPs
+    # (ascend-operator's onePodOneNode; this annotation has no host_ip, so the pod's hostIP).
+    pods = {p.metadata.name: p for p in k8s.core.list_namespaced_pod(namespace).items}
+    hosts = [pods[m["pod"]].status.host_ip for m in members]
+    apart = members[0]["node"] != members[1]["node"]
+    assert [s["server_id"] for s in table["server_list"]] == (hosts if apart else ["10.0.0.1", "10.0.0.2"])
 
 
 def test_controller_killed_midway_and_restarted_rebuilds_without_spurious_epoch(
@@ -253,11 +258,14 @@ def test_ascend_operator_tables_through_the_real_api(k8s: Any, namespace: str, c
             ],
         }
         create_pods(k8s, a3, [("worker", i)], devices=value)
-    wait_spec(k8s, namespace, "rings-config-a3")
+    members = wait_spec(k8s, namespace, "rings-config-a3")["members"]
     table = json.loads(read_configmap(k8s, namespace, "rings-config-a3").data["hccl.json"])
     assert table["version"] == "1.2"
+    # ascend-operator's onePodOneNode: on nodes of their own the servers are named by the node's IP.
+    apart = members[0]["node"] != members[1]["node"]
+    ids = ["10.0.0.1", "10.0.0.2"] if apart else ["uid-0", "uid-1"]
     assert table["super_pod_list"] == [
-        {"super_pod_id": "0", "server_list": [{"server_id": "uid-0"}, {"server_id": "uid-1"}]}
+        {"super_pod_id": "0", "server_list": [{"server_id": ids[0]}, {"server_id": ids[1]}]}
     ]
     assert [s["container_ip"] for s in table["server_list"]] == [
         m["ip"] for m in wait_spec(k8s, namespace, "rings-config-a3")["members"]

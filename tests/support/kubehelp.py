@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
+from ranktable.stored import files_from_configmap
 from tests.support.factories import volcano_pod
 
 T = TypeVar("T")
@@ -139,9 +140,10 @@ def read_configmap(k8s: Any, namespace: str, name: str) -> Any | None:
 def read_spec(k8s: Any, namespace: str, name: str) -> Json | None:
     """``cluster.json`` of ConfigMap ``name`` parsed, or None."""
     cm = read_configmap(k8s, namespace, name)
-    if cm is None or not cm.data or "cluster.json" not in cm.data:
+    if cm is None:
         return None
-    return json.loads(cm.data["cluster.json"])  # type: ignore[no-any-return]
+    files = files_from_configmap({"data": cm.data or {}, "binaryData": cm.binary_data or {}})  # either form
+    return json.loads(files["cluster.json"]) if "cluster.json" in files else None  # type: ignore[no-any-return]
 
 
 def wait_spec(

@@ -17,12 +17,16 @@ class KubeletDir:
         self.root = root
         self.generation = 0
 
-    def publish(self, files: dict[str, str]) -> None:
+    def publish(self, files: dict[str, str] | dict[str, bytes]) -> None:
+        """Make ``files`` the volume's content (``binaryData`` keys as bytes), as one atomic swap."""
         self.generation += 1
         stamp = self.root / f"..2026_01_31_12_00_00.{self.generation:09d}"
         stamp.mkdir()
-        for name, text in files.items():
-            (stamp / name).write_text(text)
+        for name, content in files.items():
+            if isinstance(content, bytes):
+                (stamp / name).write_bytes(content)
+            else:
+                (stamp / name).write_text(content)
         data = self.root / "..data"
         old = os.readlink(data) if data.is_symlink() else None
         tmp = self.root / "..data_tmp"

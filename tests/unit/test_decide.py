@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -17,6 +18,7 @@ from model.records import ConfigMapRecord, JobKey, PodRecord, WorkloadRecord
 from model.volcano import workload_record
 from ranktable.clusterspec import STATUSES, spec_from_json
 from ranktable.devices import REASONS
+from ranktable.stored import unpack
 from tests.support.factories import device_annotation, pod_template, volcano_job, volcano_pod
 
 LABEL = "ring-controller.atlas"
@@ -223,11 +225,26 @@ def test_invalid_workload_writes_nothing() -> None:
     assert d.data is None and d.problems[0].reason == "invalid_workload"
 
 
-def test_oversized_spec_is_refused_with_a_problem() -> None:
+def test_a_spec_over_the_limit_is_stored_compressed_and_reads_back_the_same() -> None:
     raw, wl = _job([("worker", 40)])
+    plain = decide(wl, _pods(raw), previous=None)
     d = decide(wl, _pods(raw), previous=None, size_limit=2000)
-    assert d.data is None
+    assert plain.stored is not None and not plain.stored.compressed and plain.stored.data == plain.data
+    assert d.stored is not None and d.stored.compressed and not d.problems
+    assert d.stored.data == {} and set(d.stored.binary_data) == {"cluster.json.gz"}
+    assert d.stored.stored_bytes <= 2000 < d.stored.plain_bytes
+    assert d.data == plain.data == unpack(d.stored.data, d.stored.binary_data)
+
+
+def test_a_spec_over_the_limit_even_compressed_is_refused_with_both_sizes() -> None:
+    raw, wl = _job([("worker", 40)])
+    d = decide(wl, _pods(raw), previous=None, size_limit=500)
+    assert d.data is None and d.stored is None
     assert [p.reason for p in d.problems] == ["too_large"]
+    assert re.fullmatch(
+        r"spec of 40 members is \d+ bytes plain, \d+ bytes gzip-compressed, over the ConfigMap limit of 500 bytes",
+        d.problems[0].message,
+    )
 
 
 def test_cpu_task_beside_npu_tasks_needs_no_devices_and_stays_out_of_the_table() -> None:
@@ -462,14 +479,21 @@ def test_sp_block_splits_servers_into_logical_super_pods() -> None:
     ]
 
 
-def test_without_sp_block_the_physical_super_pods_group_the_servers() -> None:
-    raw, wl = _ascend_job(2, selector={"accelerator-type": "module-a3-16-super-pod"})
-    pods = _ascend_pods(raw, 2, text=lambda i: current_annotation(i, super_pod=4 - i))
+def test_without_sp_block_the_physical_super_pods_group_the_servers_numbered_from_0() -> None:
+    raw, wl = _ascend_job(3, selector={"accelerator-type": "module-a3-16-super-pod"})
+    pods = _ascend_pods(raw, 3, text=lambda i: current_annotation(i, super_pod=[7, 3, 7][i]))
     table = _table(decide(wl, pods, previous=None))
     assert [(p["super_pod_id"], p["server_list"]) for p in table["super_pod_list"]] == [
-        ("3", [{"server_id": "uid-1"}]),
-        ("4", [{"server_id": "uid-0"}]),
+        ("0", [{"server_id": "uid-1"}]),  # physical super pod 3
+        ("1", [{"server_id": "uid-0"}, {"server_id": "uid-2"}]),  # physical super pod 7
     ]
+
+
+def test_a_job_within_one_super_pod_is_super_pod_0_as_from_ascend_operator() -> None:
+    raw, wl = _ascend_job(2, selector={"accelerator-type": "module-a3-16-super-pod"})
+    pods = _ascend_pods(raw, 2, text=lambda i: current_annotation(i, super_pod=5))
+    table = _table(decide(wl, pods, previous=None))
+    assert [p["super_pod_id"] for p in table["super_pod_list"]] == ["0"]
 
 
 def test_across_super_pods_a_placeholder_ip_does_not_count() -> None:
@@ -588,8 +612,9 @@ A5_LEVELS = [
 
 
 SIZE_CASES = [
-    # (version, server ids, fits): server ids are the node's IP (HCCL-Controller's generation of the
-    # device plugin) or the pod's uid (the current one); both with super_device_id and host_ip.
+    # (version, server ids, plain): server ids are the node's IP (HCCL-Controller's generation of the
+    # device plugin) or the pod's uid (the current one); both with super_device_id and host_ip. plain:
+    # the files fit the ConfigMap as plain keys (else they are stored gzip-compressed).
     ("v1", "node-ip", True),
     ("v2", "node-ip", True),
     ("1.0", "node-ip", True),
@@ -603,8 +628,8 @@ SIZE_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("version", "server_ids", "fits"), SIZE_CASES, ids=[f"{v}-{k}" for v, k, _ in SIZE_CASES])
-def test_size_limit_at_1024_servers_by_8_devices(version: str, server_ids: str, fits: bool) -> None:
+@pytest.mark.parametrize(("version", "server_ids", "plain"), SIZE_CASES, ids=[f"{v}-{k}" for v, k, _ in SIZE_CASES])
+def test_size_limit_at_1024_servers_by_8_devices(version: str, server_ids: str, plain: bool) -> None:
     n = 1024
     raw, wl = _ascend_job(n, npus=8, annotations={"sp-block": "16"})
 
@@ -619,18 +644,14 @@ def test_size_limit_at_1024_servers_by_8_devices(version: str, server_ids: str, 
 
     pods = _ascend_pods(raw, n, text=text)
     d = decide(wl, pods, previous=None, hccl_version=version)
-    assert d.spec.status == "completed", d.problems[:1]
-    unlimited = decide(wl, pods, previous=None, hccl_version=version, size_limit=1 << 30)
-    assert unlimited.data is not None
-    total = sum(len(v.encode()) for v in unlimited.data.values())
+    assert d.spec.status == "completed" and not d.problems, d.problems[:1]
+    assert d.data is not None and d.stored is not None
     print(
-        f"FIGURE rank table {version} ({server_ids} server ids) at 1024x8: {total} bytes of {CONFIGMAP_DATA_LIMIT}; "
-        f"about {CONFIGMAP_DATA_LIMIT * n // total} servers x 8 fit"
+        f"FIGURE rank table {version} ({server_ids} server ids) at 1024x8: {d.stored.plain_bytes} bytes plain, "
+        f"{d.stored.stored_bytes} stored, of {CONFIGMAP_DATA_LIMIT}"
     )
-    if fits:
-        assert d.data == unlimited.data and not d.problems
-    else:
-        assert d.data is None and [p.reason for p in d.problems] == ["too_large"]
+    assert d.stored.compressed is not plain
+    assert d.stored.stored_bytes <= CONFIGMAP_DATA_LIMIT
 
 
 @pytest.mark.parametrize(
@@ -727,3 +748,19 @@ def test_job_statuses_extend_the_spec_statuses() -> None:
     assert decide(wl, [], previous=None).status == "initializing"
     assert decide(wl, _pods(raw), previous=None).status == "completed"
     assert decide(replace(wl, error="bad"), [], previous=None).status == STATUS_INVALID
+
+
+@pytest.mark.parametrize("limit", [CONFIGMAP_DATA_LIMIT, 500], ids=["written", "too-large"])
+def test_rendering_pauses_the_garbage_collector_and_always_resumes_it(limit: int) -> None:
+    import gc
+
+    raw, wl = _job([("worker", 40)])
+    assert gc.isenabled()
+    decide(wl, _pods(raw), previous=None, size_limit=limit)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        decide(wl, _pods(raw), previous=None, size_limit=limit)
+        assert not gc.isenabled()  # a caller's choice is left as it was
+    finally:
+        gc.enable()

@@ -25,6 +25,7 @@ import yaml
 from ranktable import exitcodes, wait
 from ranktable.clusterspec import STATUS_INITIALIZING, spec_to_json
 from ranktable.kubeconfig import ApiConfigError, YamlError, in_cluster_config, kubeconfig_config, parse_yaml
+from ranktable.stored import compress
 from ranktable.tfconfig import tf_config
 from ranktable.wait import FileSource, observation_from_configmap
 from tests.support import launcherpyz
@@ -279,8 +280,11 @@ def test_api_mode_without_any_configuration_exits_78(pyz_file: Path, tmp_path: P
 def test_configmap_data_and_binary_data_read_alike() -> None:
     text = spec_to_json(make_spec([("worker", 2)]))
     plain = observation_from_configmap({"data": {"cluster.json": text}})
-    binary = observation_from_configmap({"binaryData": {"cluster.json": base64.b64encode(text.encode()).decode()}})
+    packed = base64.b64encode(compress(text)).decode()
+    binary = observation_from_configmap({"binaryData": {"cluster.json.gz": packed}})
     assert plain == binary and plain.cluster == text and plain.final
+    broken = observation_from_configmap({"binaryData": {"cluster.json.gz": "not base64!"}})
+    assert broken.cluster is None and broken.error is not None and "not base64" in broken.error
     assert observation_from_configmap(None).cluster is None
 
 

@@ -23,6 +23,7 @@ from model.pod import pod_record
 from model.records import PodRecord, WorkloadRecord
 from model.volcano import workload_record
 from ranktable.clusterspec import CLUSTER_FILE, ClusterSpec, spec_from_json
+from ranktable.stored import unpack
 from tests.support.factories import volcano_job, volcano_pod
 
 LABEL = "ring-controller.atlas"
@@ -186,15 +187,19 @@ def test_files_stay_under_the_size_limit_or_the_job_gets_spec_too_large(tasks: T
     full = decide(wl, build_pods(raw, slots), previous=None)
     assert full.data is not None
     size = sum(len(v.encode()) for v in full.data.values())
-    if size <= limit:
-        assert d.data == full.data and not [p for p in d.problems if p.reason == "too_large"]
-    else:
+    if d.stored is None:
         assert d.data is None
         assert [p.reason for p in d.problems] == ["too_large"]
-        assert f"{size} bytes" in d.problems[0].message
-    if d.data is not None:
-        assert sum(len(v.encode()) for v in d.data.values()) <= limit
-        assert json.loads(d.data[CLUSTER_FILE])["status"] == "completed"
+        assert f"{size} bytes plain" in d.problems[0].message
+        assert size > limit
+    else:
+        assert d.data == full.data and not [p for p in d.problems if p.reason == "too_large"]
+        assert d.stored.compressed == (size > limit)
+        if size <= limit:
+            assert d.stored.data == full.data  # plain keys byte for byte
+        stored = sum(len(v.encode()) for v in d.stored.data.values()) + sum(map(len, d.stored.binary_data.values()))
+        assert stored <= limit
+        assert json.loads(unpack(d.stored.data, d.stored.binary_data)[CLUSTER_FILE])["status"] == "completed"
 
 
 #: The slot state explain() must show for a slot whose best pod is in this generated state.

@@ -227,3 +227,38 @@ def test_rank_table_only_fields_stay_out_of_cluster_json_and_comparisons() -> No
         changed, members=(dataclasses.replace(ascend, host_ip="", hardware=""), spec.members[1])
     )
     assert spec_to_json(plain) == text
+
+
+def test_the_ipv4_fast_path_accepts_exactly_what_ipaddress_accepts() -> None:
+    import ipaddress
+    import random
+
+    from ranktable.clusterspec import _IPV4
+
+    rng = random.Random(25)
+    octets = ["0", "7", "09", "10", "99", "100", "199", "249", "255", "256", "300", "", "00", "1٣"]
+    for _ in range(20000):
+        text = ".".join(rng.choice(octets) for _ in range(rng.choice([3, 4, 4, 4, 5])))
+        try:
+            ipaddress.IPv4Address(text)
+            valid = True
+        except ValueError:
+            valid = False
+        assert bool(_IPV4.fullmatch(text)) is valid, text
+
+
+def test_parsing_pauses_the_garbage_collector_and_restores_it() -> None:
+    import gc
+
+    from ranktable.clusterspec import load_json
+
+    assert load_json('{"a": [1, 2]}') == {"a": [1, 2]} and gc.isenabled()
+    with pytest.raises(ValueError, match="Expecting property name"):
+        load_json("{")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        load_json("[]")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

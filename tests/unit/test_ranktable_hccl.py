@@ -292,7 +292,7 @@ def test_1_0_as_ascend_operator_writes_it() -> None:
                     {"device_id": "0", "device_ip": "192.168.101.1", "rank_id": "0"},
                     {"device_id": "1", "device_ip": "192.168.102.1", "rank_id": "1"},
                 ],
-                "server_id": "uid-0",
+                "server_id": "192.168.0.10",  # one pod on its node: the node's IP (onePodOneNode)
                 "host_ip": "192.168.0.10",
                 "container_ip": "127.1.0.1",
                 "hardware_type": "800I-A2-32G",
@@ -305,6 +305,25 @@ def test_1_0_as_ascend_operator_writes_it() -> None:
     assert list(table) == ["status", "server_list", "server_count", "version"]
     assert list(table["server_list"][0]) == ["device", "hardware_type", "server_id", "host_ip", "container_ip"]
     assert read_hccl(text) == table
+
+
+@pytest.mark.parametrize(
+    ("nodes", "server_ids"),
+    [
+        pytest.param(["n0", "n1", "n2"], ["192.168.0.10", "192.168.0.11", "192.168.0.12"], id="one-pod-one-node"),
+        pytest.param(["n0", "n0", "n1"], ["uid-0", "uid-1", "uid-2"], id="two-pods-share-a-node"),
+        pytest.param(["n0", "", "n1"], ["uid-0", "uid-1", "uid-2"], id="a-node-unknown"),
+    ],
+)
+@pytest.mark.parametrize("version", ["1.0", "1.2"])
+def test_server_ids_follow_ascend_operators_one_pod_one_node_rule(
+    nodes: list[str], server_ids: list[str], version: str
+) -> None:
+    members = [dataclasses.replace(ascend_member(i, super_pod="0"), node=n) for i, n in enumerate(nodes)]
+    table = json.loads(render_hccl(ascend_spec(*members), version=version))
+    assert [s["server_id"] for s in table["server_list"]] == server_ids
+    if version == "1.2":
+        assert [s["server_id"] for s in table["super_pod_list"][0]["server_list"]] == server_ids
 
 
 def test_1_0_leaves_hardware_type_out_when_unknown() -> None:
@@ -541,3 +560,42 @@ def _t(version: str, mutate: Any, spec: ClusterSpec | None = None) -> str:
 def test_reader_rejects_ascend_operator_tables(text: str, fragment: str) -> None:
     with pytest.raises(SpecError, match=re.escape(fragment)):
         read_hccl(text)
+
+
+def test_table_2_0_fast_validation_agrees_with_the_detailed_one() -> None:
+    from ranktable.hccl_table20 import _check_ranks, _well_formed
+
+    good = {
+        "rank_id": 0,
+        "local_id": 0,
+        "device_id": 0,
+        "level_list": [
+            {
+                "net_layer": 0,
+                "net_instance_id": "sp",
+                "net_type": "TOPO_FILE_DESC",
+                "net_attr": "",
+                "rank_addr_list": [{"addr_type": "EID", "addr": "a", "ports": ["0/1"], "plane_id": "0"}],
+            }
+        ],
+    }
+    broken: list[Any] = [True, "x", -1, None, 1.5, [], {}]
+    paths = [("rank_id",), ("local_id",), ("device_id",), ("level_list",), ("level_list", 0)]
+    paths += [("level_list", 0, k) for k in ("net_layer", "net_instance_id", "net_type", "net_attr", "rank_addr_list")]
+    paths += [("level_list", 0, "rank_addr_list", 0)]
+    paths += [("level_list", 0, "rank_addr_list", 0, k) for k in ("addr_type", "addr", "plane_id", "ports")]
+    paths += [("level_list", 0, "rank_addr_list", 0, "ports", 0)]
+    assert _well_formed([good])
+    for path in paths:
+        for value in broken:
+            rank = json.loads(json.dumps(good))
+            parent = rank
+            for step in path[:-1]:
+                parent = parent[step]
+            parent[path[-1]] = value
+            try:
+                _check_ranks([rank])
+                detailed = True
+            except SpecError:
+                detailed = False
+            assert _well_formed([rank]) is detailed, (path, value)

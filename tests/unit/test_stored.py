@@ -1,0 +1,202 @@
+"""The spec's two forms in a ConfigMap (ranktable.stored): plain keys, or gzip in binaryData."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import os
+from pathlib import Path
+
+import pytest
+
+from model.configmap import configmap_body, configmap_record
+from model.records import JobKey
+from ranktable import stored
+from ranktable.clusterspec import SpecError
+from ranktable.stored import (
+    TooLarge,
+    files_from_configmap,
+    pack,
+    rank_table_file,
+    read_files,
+    unpack,
+    write_rank_table,
+)
+from ranktable.wait import FileSource, Observation
+from tests.support.kubeletdir import KubeletDir
+
+FILES = {"cluster.json": '{"status":"completed","x":"' + "a" * 3000 + '"}', "hccl.json": '{"t":"' + "b" * 3000 + '"}'}
+
+
+def test_files_that_fit_stay_plain_byte_for_byte() -> None:
+    s = pack(FILES, limit=10_000)
+    assert s.data == FILES and s.binary_data == {} and not s.compressed
+    assert s.plain_bytes == s.stored_bytes == sum(len(v) for v in FILES.values())
+
+
+def test_files_over_the_limit_go_compressed_whole_and_read_back_equal() -> None:
+    s = pack(FILES, limit=1000)
+    assert s.compressed and s.data == {}
+    assert set(s.binary_data) == {"cluster.json.gz", "hccl.json.gz"}
+    assert s.stored_bytes == sum(len(b) for b in s.binary_data.values()) <= 1000
+    assert gzip.decompress(s.binary_data["hccl.json.gz"]).decode() == FILES["hccl.json"]
+    assert unpack(s.data, s.binary_data) == FILES
+
+
+def test_compression_is_deterministic_so_equal_specs_write_equal_bytes() -> None:
+    assert pack(FILES, limit=1000) == pack(dict(FILES), limit=1000)
+
+
+def test_too_large_even_compressed_names_both_sizes() -> None:
+    with pytest.raises(TooLarge, match="gzip-compressed") as info:
+        pack(FILES, limit=50)
+    err = info.value
+    assert err.plain == 6037 and err.stored > 50 and err.limit == 50
+    assert str(err) == f"6037 bytes plain, {err.stored} bytes gzip-compressed, over the ConfigMap limit of 50 bytes"
+
+
+def test_the_compressed_form_wins_over_stray_plain_keys() -> None:
+    s = pack(FILES, limit=1000)
+    assert unpack({"cluster.json": '{"old":1}', "hccl.json": "{}"}, s.binary_data) == FILES
+
+
+def test_a_configmap_round_trips_through_the_api_json_in_both_forms() -> None:
+    owner: dict[str, object] = {"apiVersion": "v1", "kind": "X", "name": "j", "uid": "u"}
+    for limit in (10_000, 1000):
+        s = pack(FILES, limit=limit)
+        body = configmap_body(
+            namespace="ns", name="cm", job=JobKey("vcjob/ns/j"), owner=owner, data=s.data, binary_data=s.binary_data
+        )
+        assert ("binaryData" in body) is s.compressed
+        assert files_from_configmap(body) == FILES
+        record = configmap_record(body)
+        assert record.files == FILES
+
+
+@pytest.mark.parametrize(
+    ("binary", "fragment"),
+    [
+        pytest.param({"cluster.json.gz": "!!!"}, "not base64", id="base64"),
+        pytest.param({"cluster.json.gz": base64.b64encode(b"plain text").decode()}, "not gzip", id="not-gzip"),
+        pytest.param(
+            {"cluster.json.gz": base64.b64encode(gzip.compress(b"{}" * 100)[:-12]).decode()}, "truncated", id="cut"
+        ),
+        pytest.param(
+            {"cluster.json.gz": base64.b64encode(gzip.compress(b"\xff\xfe")).decode()}, "not UTF-8", id="utf8"
+        ),
+    ],
+)
+def test_undecodable_compressed_keys_are_spec_errors(binary: dict[str, str], fragment: str) -> None:
+    with pytest.raises(SpecError, match=fragment):
+        files_from_configmap({"binaryData": binary})
+
+
+def test_a_gzip_bomb_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(stored, "MAX_TEXT_BYTES", 1000)
+    with pytest.raises(SpecError, match="expands to more than 1000 bytes"):
+        unpack({}, {"cluster.json.gz": gzip.compress(b" " * 5000)})
+
+
+def test_a_mounted_volume_switching_forms_is_read_from_one_version(tmp_path: Path) -> None:
+    volume = KubeletDir(tmp_path)
+    volume.publish({"cluster.json": '{"epoch":1}', "hccl.json": '{"h":1}'})
+    assert read_files(str(tmp_path)) == {"cluster.json": '{"epoch":1}', "hccl.json": '{"h":1}'}
+    big = {"cluster.json": '{"epoch":2,"p":"' + "x" * 4000 + '"}', "hccl.json": '{"h":2,"p":"' + "y" * 4000 + '"}'}
+    s = pack(big, limit=2000)
+    volume.publish(dict(s.binary_data))
+    # The kubelet removed the plain keys' links with the old version: nothing of epoch 1 is left to mix in.
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("..")) == [
+        "cluster.json.gz",
+        "hccl.json.gz",
+    ]
+    assert read_files(str(tmp_path)) == big
+    obs = FileSource(str(tmp_path)).read()
+    assert obs == Observation(cluster=big["cluster.json"], hccl=big["hccl.json"], final=False)
+
+
+def test_the_file_source_reports_a_corrupt_compressed_file_as_malformed(tmp_path: Path) -> None:
+    KubeletDir(tmp_path).publish({"cluster.json.gz": b"not gzip"})
+    obs = FileSource(str(tmp_path)).read()
+    assert obs.cluster is None and obs.error is not None and "not gzip" in obs.error
+
+
+def test_the_compressed_form_gets_a_local_copy_of_the_table(tmp_path: Path) -> None:
+    volume = KubeletDir(tmp_path / "v")
+    (tmp_path / "v").mkdir()
+    volume.publish({"cluster.json": "{}", "hccl.json": "{}"})
+    source = FileSource(str(tmp_path / "v"))
+    assert source.rank_table_path("{}") == str(tmp_path / "v" / "hccl.json")
+    volume.publish(dict(pack(FILES, limit=1000).binary_data))
+    local = source.rank_table_path(FILES["hccl.json"])
+    try:
+        assert not local.startswith(str(tmp_path)) and Path(local).read_text() == FILES["hccl.json"]
+    finally:
+        os.unlink(local)
+
+
+def test_the_shared_storage_directory_gets_the_table_and_its_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = tmp_path / "ranktable"
+    monkeypatch.setenv("RING_RANK_TABLE_DIR", str(shared))
+    path = rank_table_file('{"t":2}', epoch=2, default=lambda text: "unused")
+    assert path == str(shared / "hccl.json")
+    assert (shared / "hccl.json").read_text() == '{"t":2}' and (shared / "version").read_text() == "2"
+    # A member of an older epoch starting late does not roll the shared table back ...
+    assert write_rank_table('{"t":1}', directory=str(shared), epoch=1) == path
+    assert (shared / "hccl.json").read_text() == '{"t":2}'
+    # ... a newer epoch replaces it, and no temporary file is left behind.
+    write_rank_table('{"t":3}', directory=str(shared), epoch=3)
+    assert (shared / "hccl.json").read_text() == '{"t":3}' and (shared / "version").read_text() == "3"
+    assert sorted(p.name for p in shared.iterdir()) == ["hccl.json", "version"]
+    monkeypatch.delenv("RING_RANK_TABLE_DIR")
+    assert rank_table_file("{}", epoch=3, default=lambda text: "mounted") == "mounted"
+
+
+def test_api_mode_observes_either_form_and_reports_an_undecodable_one() -> None:
+    from ranktable.wait import observation_from_configmap as _observation
+
+    s = pack(FILES, limit=1000)
+    body = configmap_body(
+        namespace="ns", name="cm", job=JobKey("vcjob/ns/j"), owner={}, data=s.data, binary_data=s.binary_data
+    )
+    obs = _observation(body)
+    assert (obs.cluster, obs.hccl, obs.final, obs.error) == (FILES["cluster.json"], FILES["hccl.json"], True, None)
+    assert _observation({"data": {"cluster.json": "{}"}}).cluster == "{}"
+    assert _observation(None) == Observation(cluster=None, hccl=None, final=True)
+    bad = _observation({"binaryData": {"cluster.json.gz": base64.b64encode(b"nope").decode()}})
+    assert bad.cluster is None and bad.error is not None and "not gzip" in bad.error
+
+
+def test_the_judge_parses_equal_texts_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ranktable import wait
+    from ranktable.clusterspec import spec_from_json
+
+    calls: list[str] = []
+
+    def counting(text: str) -> object:
+        calls.append(text)
+        return spec_from_json(text)
+
+    monkeypatch.setattr(wait, "spec_from_json", counting)
+    judge = wait.Judge(identity=wait.Identity(pod="p"), where="here")
+    first = '{"status":"initializing","job":{"kind":"Job","apiVersion":"v","namespace":"n","name":"j","uid":"u","version":0},"epoch":0,"expected":1,"members":[]}'
+    for _ in range(3):
+        assert judge.judge(Observation(cluster=first, hccl=None, final=False)).startswith("spec initializing")
+    assert len(calls) == 1
+    second = first.replace('"epoch":0', '"epoch":1')
+    assert "epoch 1" in str(judge.judge(Observation(cluster=second, hccl=None, final=False)))
+    assert len(calls) == 2
+
+
+def test_kubectl_ring_describe_names_the_compressed_form_and_its_sizes() -> None:
+    from ringcontroller.kubectl_ring.render import _stored_note
+
+    owner: dict[str, object] = {}
+    for limit, note in ((10_000, ""), (1000, ", gzip-compressed: {stored:,} of 1,048,576 bytes (6,037 plain)")):
+        s = pack(FILES, limit=limit)
+        body = configmap_body(
+            namespace="ns", name="cm", job=JobKey("vcjob/ns/j"), owner=owner, data=s.data, binary_data=s.binary_data
+        )
+        assert _stored_note(configmap_record(body)) == note.format(stored=s.stored_bytes)
+    assert _stored_note(None) == ""
