@@ -64,8 +64,10 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from ranktable.backoff import Backoff
+from ranktable.clusterspec import REGISTERED_ANNOTATION
 from ranktable.kubeapi import ApiStatusError, KubeClient
 from ranktable.kubeconfig import ApiConfigError, load_client_config
+from ranktable.registration import registration_value
 from ranktable.stored import write_rank_table
 from ranktable.wait import Log, Observation, observation_from_configmap, quiet
 
@@ -99,6 +101,22 @@ class ApiSource:
         """Load the client configuration now: raises :class:`ApiConfigError` at once (no retry can fix it)."""
         if self._client is None:
             self._client = KubeClient(load_client_config(self.kubeconfig), connect_timeout=CONNECT_TIMEOUT)
+
+    def register(self, *, pod: str, ip: str, started: str) -> None:
+        """Self-registration: set :data:`REGISTERED_ANNOTATION` on this launcher's own pod (one merge PATCH).
+
+        Raises :class:`ranktable.kubeapi.ApiStatusError` when the API server
+        refuses (403 without the grant of ``build/launcher-rbac.yaml``) and
+        ValueError for an ``ip`` that is not an address; the caller goes on
+        waiting either way: registering only makes the spec come sooner.
+        """
+        self.connect()
+        assert self._client is not None
+        value = registration_value(ip=ip, started=started)
+        path = f"/api/v1/namespaces/{urllib.parse.quote(self.namespace)}/pods/{urllib.parse.quote(pod)}"
+        self._client.patch_merge(
+            path, {"metadata": {"annotations": {REGISTERED_ANNOTATION: value}}}, timeout=CONNECT_TIMEOUT
+        )
 
     def rank_table_path(self, hccl: str) -> str:
         """Write ``hccl`` to a new temporary file (it outlives the exec) and return its path."""

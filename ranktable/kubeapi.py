@@ -67,7 +67,7 @@ def tls_context(config: ClientConfig) -> ssl.SSLContext:
 
 
 class KubeClient:
-    """GET requests to one API server; not thread-safe (one launcher, one loop)."""
+    """GET requests (and the launcher's one merge PATCH) to one API server; not thread-safe (one launcher, one loop)."""
 
     def __init__(self, config: ClientConfig, *, connect_timeout: float) -> None:
         self.config = config
@@ -86,6 +86,22 @@ class KubeClient:
         value = json.loads(body)
         if not isinstance(value, dict):
             raise ValueError(f"GET {path}: expected a JSON object")
+        return value
+
+    def patch_merge(self, path: str, body: dict[str, Any], *, timeout: float) -> dict[str, Any]:
+        """PATCH ``path`` with a JSON merge patch and return the object (raises :class:`ApiStatusError` otherwise)."""
+        payload = json.dumps(body, separators=(",", ":")).encode("utf-8")
+        response = self._request(
+            path, {}, timeout=timeout, method="PATCH", body=payload, content_type="application/merge-patch+json"
+        )
+        try:
+            answer = response.read()
+        except BaseException:
+            self.close()
+            raise
+        value = json.loads(answer)
+        if not isinstance(value, dict):
+            raise ValueError(f"PATCH {path}: expected a JSON object")
         return value
 
     def stream(self, path: str, query: dict[str, str], *, timeout: float) -> Iterator[dict[str, Any]]:
@@ -111,8 +127,19 @@ class KubeClient:
             self._conn.close()
             self._conn = None
 
-    def _request(self, path: str, query: dict[str, str], *, timeout: float) -> http.client.HTTPResponse:
+    def _request(
+        self,
+        path: str,
+        query: dict[str, str],
+        *,
+        timeout: float,
+        method: str = "GET",
+        body: bytes | None = None,
+        content_type: str = "",
+    ) -> http.client.HTTPResponse:
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT, "Host": self.config.authority}
+        if content_type:
+            headers["Content-Type"] = content_type
         token = self.config.bearer()
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -124,7 +151,7 @@ class KubeClient:
                 conn.timeout = timeout
                 if conn.sock is not None:
                     conn.sock.settimeout(timeout)
-                conn.request("GET", url, headers=headers)
+                conn.request(method, url, body=body, headers=headers)
                 response = conn.getresponse()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
                 self.close()

@@ -62,13 +62,14 @@ import os
 import shlex
 import sys
 import tempfile
-from typing import Final
+import time
+from typing import TYPE_CHECKING, Final
 
 from ranktable import exitcodes, pyzmain
 from ranktable.clusterspec import CONFIGMAP_PREFIX, PodNotInSpec, SpecError
 from ranktable.exports import frameworks_text, member_env
 from ranktable.hostfile import FILE_NAMES, hostfile_text
-from ranktable.podenv import pod_namespace
+from ranktable.podenv import POD_IP_ENV, pod_name, pod_namespace
 from ranktable.stored import rank_table_file as rank_table_file_for
 from ranktable.wait import (
     DEFAULT_POLL_INTERVAL,
@@ -81,6 +82,12 @@ from ranktable.wait import (
     identity_from_env,
     wait_for_spec,
 )
+
+if TYPE_CHECKING:
+    from ranktable.apiwatch import ApiSource
+
+#: When this launcher started (wall clock): the registration's ``started``.
+STARTED: Final = time.time()
 
 #: ``--supervise`` defaults (:mod:`ranktable.supervise` is imported only when used).
 DEFAULT_GRACE: Final = 10.0
@@ -155,6 +162,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--pod", default=None, help="this pod's name (default: $POD_NAME, else $HOSTNAME)")
     parser.add_argument("--from-api", action="store_true", help="watch the ConfigMap through the API server")
+    parser.add_argument(
+        "--register",
+        action="store_true",
+        default=None,
+        help="API mode: register this launcher on its own pod at start (annotation ring-controller.io/registered, "
+        "with $POD_IP) so a job opted into self-registration completes before the kubelet reports the pod Running; "
+        "needs the grant in build/launcher-rbac.yaml, else it says so once and waits as usual (env RING_REGISTER=1)",
+    )
     parser.add_argument(
         "--namespace", default=None, help="API mode: namespace (default: $POD_NAMESPACE, else the service account's)"
     )
@@ -254,6 +269,29 @@ def _log(message: str) -> None:
     print(f"ring-launch: {message}", file=sys.stderr, flush=True)
 
 
+def _register(source: ApiSource, pod: str | None) -> None:
+    """Self-registration (``--register``): one PATCH of this pod's annotation; a refusal is said once, never fatal."""
+    from ranktable.kubeapi import ApiStatusError
+
+    ip = os.environ.get(POD_IP_ENV, "")
+    if not ip:
+        _log("warning: --register needs $POD_IP (downward API status.podIP); not registered, waiting as usual")
+        return
+    started = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(STARTED)) + f".{int(STARTED % 1 * 1e6):06d}Z"
+    try:
+        source.register(pod=pod_name(pod), ip=ip, started=started)
+    except ApiStatusError as err:
+        _log(
+            f"warning: self-registration refused ({err.status} {err.reason}: {err.message}); waiting for the "
+            "kubelet's Running status instead. Grant it with build/launcher-rbac.yaml and "
+            "serviceAccountName: ring-launch"
+        )
+    except (OSError, ValueError) as err:
+        _log(f"warning: self-registration failed ({type(err).__name__}: {err}); waiting as usual")
+    else:
+        _log(f"registered on pod {pod_name(pod)} at {ip}")
+
+
 def launch_env(ready: Ready, *, rank_table_file: str | None, hostfile_dir: str | None = None) -> dict[str, str]:
     """The variables exported for the member in ``ready`` (:func:`ranktable.exports.member_env`).
 
@@ -317,9 +355,14 @@ def main(argv: list[str] | None = None) -> int:
         except ApiConfigError as err:
             _log(f"error: {err}")
             return EXIT_API_CONFIG
+        if args.register or os.environ.get("RING_REGISTER", "") in ("1", "true"):
+            _register(source, args.pod)
         refused: tuple[type[Exception], ...] = (ApiAccessError,)
         unconfigured: tuple[type[Exception], ...] = (ApiConfigError,)
     else:
+        if args.register:
+            _log("error: --register needs --from-api (the spec then comes back through the API in milliseconds)")
+            return EXIT_USAGE
         refused = unconfigured = ()
         source = FileSource(args.config_dir or default_config_dir(), interval=args.poll_interval)
 

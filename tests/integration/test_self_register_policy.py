@@ -12,8 +12,12 @@ uid into ``userInfo.extra`` exactly as it does for a real launcher.
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,8 +26,13 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ranktable.clusterspec import REGISTERED_ANNOTATION
+from tests.support import launcherpyz
 from tests.support.clients import REPO
-from tests.support.kubehelp import wait_for
+from tests.support.controllerproc import ControllerProcess
+from tests.support.factories import pod_template, volcano_job
+from tests.support.kubectlring import token_kubeconfig
+from tests.support.kubehelp import create_pods, create_volcano_job, wait_for
+from tests.support.launcherapi import tf_config_of
 
 pytestmark = pytest.mark.integration
 
@@ -109,12 +118,17 @@ def _pod(k8s: Any, namespace: str, name: str, account: str) -> Any:
     )
 
 
-def _core_as(devcluster: Any, k8s: Any, namespace: str, account: str, pod: Any | None) -> client.CoreV1Api:
-    """A client holding a token of ``account``, bound to ``pod`` (as the kubelet mounts it) or to nothing."""
+def _token(k8s: Any, namespace: str, account: str, pod: Any | None) -> str:
+    """A token of ``account``, bound to ``pod`` (as the kubelet mounts it) or to nothing."""
     spec: Json = {"expirationSeconds": 600}
     if pod is not None:
         spec["boundObjectRef"] = {"kind": "Pod", "apiVersion": "v1", "name": pod.metadata.name, "uid": pod.metadata.uid}
-    token = k8s.core.create_namespaced_service_account_token(account, namespace, {"spec": spec}).status.token
+    return str(k8s.core.create_namespaced_service_account_token(account, namespace, {"spec": spec}).status.token)
+
+
+def _core_as(devcluster: Any, k8s: Any, namespace: str, account: str, pod: Any | None) -> client.CoreV1Api:
+    """A client holding a token of ``account``, bound to ``pod`` (as the kubelet mounts it) or to nothing."""
+    token = _token(k8s, namespace, account, pod)
     conf = client.Configuration()
     conf.host = devcluster.server
     conf.ssl_ca_cert = str(devcluster.ca_cert)
@@ -226,3 +240,129 @@ def test_without_the_policy_the_grant_would_be_wide_open(
         _status(lambda: as_unguarded.patch_namespaced_pod("worker-1", namespace, {"metadata": {"labels": {"x": "y"}}}))
         == 200
     )
+
+
+# -- end to end: the one-file launcher registers, the controller counts it ------------------------
+
+REGISTERED_IP = "127.1.201.2"
+
+
+@pytest.fixture
+def registering_controller(kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[ControllerProcess]:
+    proc = ControllerProcess(
+        kubeconfig=str(kubeconfig),
+        namespace=namespace,
+        log_path=tmp_path / "controller.log",
+        extra=["--self-registration"],
+    )
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def idle_node(k8s: Any) -> Iterator[str]:
+    """A Node nothing runs: its pods stay as the test (acting as its kubelet) writes them."""
+    name = f"no-kubelet-{secrets.token_hex(3)}"
+    k8s.core.create_node({"metadata": {"name": name}})
+    yield name
+    k8s.core.delete_node(name)
+
+
+def _job_with_a_pending_member(k8s: Any, namespace: str, name: str, node: str, account: str) -> str:
+    template = pod_template(port=3000)
+    template["spec"]["serviceAccountName"] = account
+    job = create_volcano_job(k8s, namespace, volcano_job(name, tasks=[("worker", 2)], templates={"worker": template}))
+    create_pods(k8s, job, [("worker", 0)])
+    (pod,) = create_pods(k8s, job, [("worker", 1)], node=node)
+    pending = str(pod["metadata"]["name"])
+    # As the node's kubelet reports a pod whose containers are starting: Pending, the node's address known.
+    k8s.core.patch_namespaced_pod_status(pending, namespace, {"status": {"phase": "Pending", "hostIP": "10.0.0.77"}})
+    return pending
+
+
+def _launcher(pyz: Path, config: Path, namespace: str, pod: str, configmap: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable, "-I", "-S", str(pyz), "--from-api", "--register", "--kubeconfig", str(config),
+            "--namespace", namespace, "--configmap", configmap, "--timeout", "60", "--print", "json",
+        ],
+        env={"PATH": os.environ["PATH"], "POD_NAME": pod, "POD_IP": REGISTERED_IP},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def test_the_one_file_launcher_registers_and_gets_its_spec_before_the_kubelet_reports_running(
+    k8s: Any,
+    devcluster: Any,
+    kubeconfig: Path,
+    namespace: str,
+    launcher_grant: str,
+    idle_node: str,
+    registering_controller: ControllerProcess,
+    tmp_path: Path,
+) -> None:
+    pending = _job_with_a_pending_member(k8s, namespace, "e2e", idle_node, launcher_grant)
+    token = _token(k8s, namespace, launcher_grant, k8s.core.read_namespaced_pod(pending, namespace))
+    config = token_kubeconfig(kubeconfig, token, tmp_path / "launcher.kubeconfig")
+    pyz = launcherpyz.build(tmp_path / "ring-launch.pyz")
+    proc = _launcher(pyz, config, namespace, pending, "rings-config-e2e")
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 0, err
+    assert f"registered on pod {pending} at {REGISTERED_IP}" in err
+    cluster = tf_config_of(out)["cluster"]["worker"]
+    assert cluster[1] == f"{REGISTERED_IP}:3000"
+    # The spec came while the kubelet (here: nobody) still reports the pod Pending.
+    assert k8s.core.read_namespaced_pod(pending, namespace).status.phase == "Pending"
+
+
+def test_without_the_grant_the_launcher_says_so_once_and_waits_for_the_kubelet(
+    k8s: Any,
+    kubeconfig: Path,
+    namespace: str,
+    idle_node: str,
+    registering_controller: ControllerProcess,
+    tmp_path: Path,
+) -> None:
+    # The default account may read the spec but not patch pods.
+    k8s.rbac.create_namespaced_role(
+        namespace,
+        {
+            "metadata": {"name": "reader"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}],
+        },
+    )
+    k8s.rbac.create_namespaced_role_binding(
+        namespace,
+        {
+            "metadata": {"name": "reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "default"}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+        },
+    )
+    pending = _job_with_a_pending_member(k8s, namespace, "nogrant", idle_node, "default")
+    wait_for(
+        lambda: _status(lambda: k8s.core.read_namespaced_service_account("default", namespace)) == 200,
+        what="default ServiceAccount",
+    )
+    token = _token(k8s, namespace, "default", k8s.core.read_namespaced_pod(pending, namespace))
+    config = token_kubeconfig(kubeconfig, token, tmp_path / "launcher.kubeconfig")
+    pyz = launcherpyz.build(tmp_path / "ring-launch.pyz")
+    proc = _launcher(pyz, config, namespace, pending, "rings-config-nogrant")
+    assert proc.stderr is not None
+    said: list[str] = []
+    for line in proc.stderr:  # refused, then waiting on the initializing spec
+        said.append(line)
+        if "waiting: spec initializing" in line:
+            break
+    else:
+        pytest.fail(f"the launcher ended before it waited (exit {proc.wait()}): {''.join(said)}")
+    assert [line for line in said if "self-registration refused (403" in line], said
+    # The kubelet reports it Running: the job starts as it would without registration.
+    k8s.core.patch_namespaced_pod_status(
+        pending, namespace, {"status": {"phase": "Running", "podIP": REGISTERED_IP, "podIPs": [{"ip": REGISTERED_IP}]}}
+    )
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert tf_config_of(out)["cluster"]["worker"][1] == f"{REGISTERED_IP}:3000"
+    assert sum("self-registration refused" in line for line in [*said, *err.splitlines()]) == 1
