@@ -38,19 +38,28 @@ the protocol is implemented here, on raw JSON like the rest of the daemon.
 
 Retry attempts are spread by up to 10 % jitter (client-go uses 120 %, which
 with two replicas only delays take-over after a release).
+
+The daemon runs the elector apart from the workers (:class:`ElectionThread`):
+a thread with its own event loop and its own API client, so a renewal never
+waits behind the workers' coroutines, and a worker that holds the daemon's
+loop (CPU-bound decisions on a big job, a large page decoded in one go, a
+slow sync call) cannot make the leader miss its renew deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import math
 import random
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import structlog
 from prometheus_client import CollectorRegistry
@@ -62,6 +71,7 @@ from ringcontroller.resource import LEASES
 
 __all__ = [
     "JITTER",
+    "ElectionThread",
     "LeaderElector",
     "LeaseRecord",
     "Observation",
@@ -76,6 +86,7 @@ __all__ = [
 log = structlog.get_logger()
 
 Json = dict[str, Any]
+T = TypeVar("T")
 
 JITTER = 0.1
 """Extra random fraction (0..10 %) added to each retry period."""
@@ -400,6 +411,121 @@ class LeaderElector:
         self._gauge.set(0)
         if reason is not None:
             self._log.error("leader.lost", reason=reason)
+
+
+class ElectionThread:
+    """A :class:`LeaderElector` on a thread of its own: its own event loop and API client.
+
+    The workers share the daemon's event loop; a renewal scheduled there waits
+    behind whatever holds it, and a leader whose loop is busy past the renew
+    deadline gives up leading although the API server is fine. Here the
+    elector's coroutines run on a separate thread and loop, so the OS, not the
+    workers, schedules them (CPU-bound Python on the daemon's thread hands the
+    GIL over every switch interval, 5 ms by default; blocking calls release
+    it). aiohttp sessions belong to the loop that opened them, so ``opened``
+    builds the elector with its own client, on this thread's loop.
+
+    The same protocol as :class:`LeaderElector`, awaited from the daemon's
+    loop::
+
+        election = ElectionThread(opened)    # opened(): async context yielding the elector
+        await election.start()
+        await election.acquire()
+        holding = asyncio.create_task(election.hold())
+        ...
+        holding.cancel()
+        await election.release()             # waits for the renewal to have stopped
+        await election.close()               # closes the client, ends the thread
+
+    :meth:`may_write` is the elector's fence, read from the daemon's thread:
+    two attributes the elector's thread writes, each read atomically. Cancelling
+    an awaited call cancels its task on the election thread.
+    """
+
+    def __init__(
+        self, opened: Callable[[], AbstractAsyncContextManager[LeaderElector]], *, name: str = "lease-renewal"
+    ) -> None:
+        self._opened = opened
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=name, daemon=True)
+        self._stack = contextlib.AsyncExitStack()
+        self._holding: asyncio.Task[None] | None = None  # on the election thread's loop
+        self._elector: LeaderElector | None = None
+
+    @property
+    def elector(self) -> LeaderElector:
+        """The elector (after :meth:`start`)."""
+        if self._elector is None:
+            raise RuntimeError("ElectionThread.start() was not awaited")
+        return self._elector
+
+    @property
+    def namespace(self) -> str:
+        return self.elector.namespace
+
+    @property
+    def name(self) -> str:
+        return self.elector.name
+
+    @property
+    def identity(self) -> str:
+        return self.elector.identity
+
+    @property
+    def is_leader(self) -> bool:
+        return self.elector.is_leader
+
+    def may_write(self) -> bool:
+        """:meth:`LeaderElector.may_write`, callable from any thread."""
+        return self._elector is not None and self._elector.may_write()
+
+    async def _on_thread(self, coro: Coroutine[Any, Any, T]) -> T:
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+
+    async def start(self) -> None:
+        """Start the thread and open the elector (and its client) on it."""
+        self._thread.start()
+        self._elector = await self._on_thread(self._stack.enter_async_context(self._opened()))
+
+    async def acquire(self) -> None:
+        """:meth:`LeaderElector.acquire` on the election thread."""
+        await self._on_thread(self.elector.acquire())
+
+    async def hold(self) -> None:
+        """:meth:`LeaderElector.hold` on the election thread; returns once leadership is lost."""
+        await self._on_thread(self._hold())
+
+    async def _hold(self) -> None:
+        self._holding = asyncio.current_task()
+        await self.elector.hold()
+
+    async def release(self, *, timeout: float = 5.0) -> bool:
+        """Stop renewing (if :meth:`hold` still runs), then :meth:`LeaderElector.release`."""
+        return await self._on_thread(self._release(timeout))
+
+    async def _release(self, timeout: float) -> bool:
+        holding = self._holding
+        if holding is not None and not holding.done():
+            holding.cancel()
+            await asyncio.wait({holding})
+        return await self.elector.release(timeout=timeout)
+
+    async def close(self) -> None:
+        """Cancel what still runs on the thread, close the elector's client, end the thread."""
+        if self._thread.is_alive():
+            await self._on_thread(self._close())
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            await asyncio.to_thread(self._thread.join)
+        if not self._loop.is_closed():
+            self._loop.close()
+
+    async def _close(self) -> None:
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        if others:
+            await asyncio.wait(others)
+        await self._stack.aclose()
 
 
 def _with_record(lease: Json, record: LeaseRecord) -> Json:

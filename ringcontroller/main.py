@@ -24,10 +24,11 @@ down on every way out.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 import structlog
@@ -36,7 +37,8 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 
 from ringcontroller import logs, probes
 from ringcontroller.controller import Controller
-from ringcontroller.leader import LeaderElector, default_identity, default_namespace
+from ringcontroller.kube import RestKubeAPI
+from ringcontroller.leader import ElectionThread, LeaderElector, default_identity, default_namespace
 from ringcontroller.metrics import REGISTRY
 from ringcontroller.options import VERSION, Options, parse
 
@@ -58,18 +60,31 @@ async def client_configuration(kubeconfig: str | None) -> Configuration:
     return cfg
 
 
-def elector_for(options: Options, controller: Controller) -> LeaderElector:
-    """The Lease campaign of this process, from the ``--leader-elect*`` flags."""
-    return LeaderElector(
-        request=controller.kube_api.request,
-        namespace=options.leader_election_namespace or default_namespace(),
-        name=options.leader_election_id,
-        identity=default_identity(),
-        lease_duration=options.lease_duration,
-        renew_deadline=options.renew_deadline,
-        retry_period=options.retry_period,
-        registry=REGISTRY,
-    )
+def elector_for(options: Options, cfg: Configuration) -> ElectionThread:
+    """The Lease campaign of this process, from the ``--leader-elect*`` flags.
+
+    It runs on a thread of its own with its own API client (see
+    :class:`ringcontroller.leader.ElectionThread`): renewals never wait
+    behind the workers.
+    """
+    identity = default_identity()
+    namespace = options.leader_election_namespace or default_namespace()
+
+    @contextlib.asynccontextmanager
+    async def opened() -> AsyncIterator[LeaderElector]:
+        async with ApiClient(configuration=cfg) as api:
+            yield LeaderElector(
+                request=RestKubeAPI(api, registry=REGISTRY).request,
+                namespace=namespace,
+                name=options.leader_election_id,
+                identity=identity,
+                lease_duration=options.lease_duration,
+                renew_deadline=options.renew_deadline,
+                retry_period=options.retry_period,
+                registry=REGISTRY,
+            )
+
+    return ElectionThread(opened)
 
 
 async def _first(main: Awaitable[Any], *interrupts: asyncio.Task[Any]) -> bool:
@@ -89,7 +104,7 @@ async def _first(main: Awaitable[Any], *interrupts: asyncio.Task[Any]) -> bool:
 
 
 async def serve(
-    controller: Controller, elector: LeaderElector | None, stop: asyncio.Event, *, shutdown_timeout: float
+    controller: Controller, elector: ElectionThread | None, stop: asyncio.Event, *, shutdown_timeout: float
 ) -> int:
     """Run informers, the campaign and the workers until stopped or the lease is lost.
 
@@ -147,7 +162,7 @@ async def run(options: Options) -> int:
         return EXIT_FAILED
     async with ApiClient(configuration=cfg) as api:
         controller = Controller(api=api, options=options)
-        elector = elector_for(options, controller) if options.leader_elect else None
+        elector = elector_for(options, cfg) if options.leader_elect else None
         runners = await probes.serve(
             metrics_address=options.metrics_bind_address,
             health_address=options.health_probe_bind_address,
@@ -164,10 +179,14 @@ async def run(options: Options) -> int:
             leader_elect=options.leader_elect,
         )
         try:
+            if elector is not None:
+                await elector.start()
             code = await serve(controller, elector, stop, shutdown_timeout=options.shutdown_timeout)
         finally:
             for runner in runners:
                 await runner.cleanup()
+            if elector is not None:
+                await elector.close()
     log.info("controller.exited", exit_code=code)
     return code
 

@@ -16,13 +16,14 @@ import datetime as dt
 import json
 import secrets
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes_asyncio import config as async_config
 from kubernetes_asyncio.client import ApiClient, Configuration
@@ -31,6 +32,8 @@ from prometheus_client import CollectorRegistry
 from model.keys import EPOCH_ANNOTATION
 from ringcontroller.kube import RestKubeAPI
 from ringcontroller.leader import LeaderElector
+from ringcontroller.main import client_configuration, elector_for
+from ringcontroller.options import parse
 from ringdevcluster import Cluster
 from tests.support.charts import shipped
 from tests.support.controllerproc import ControllerProcess
@@ -341,6 +344,65 @@ async def test_candidates_racing_for_a_free_lease_elect_exactly_one(kubeconfig: 
             for t in tasks + holding:
                 t.cancel()
             await asyncio.gather(*tasks, *holding, return_exceptions=True)
+
+
+def _watch_renewals(k8s: Any, namespace: str, seconds: int, seen: list[tuple[str, dt.datetime]]) -> None:
+    """Every version of the Lease the API server sends (resourceVersion, renewTime), for ``seconds``."""
+    stream = watch.Watch().stream(
+        client.CoordinationV1Api(k8s.api).list_namespaced_lease,
+        namespace,
+        field_selector=f"metadata.name={LEASE}",
+        timeout_seconds=seconds,
+    )
+    for event in stream:
+        lease = event["object"]
+        if lease.spec.renew_time is not None:
+            seen.append((lease.metadata.resource_version, lease.spec.renew_time))
+
+
+async def test_the_daemons_lease_renewals_keep_the_deadline_while_its_event_loop_is_busy(
+    k8s: Any, kubeconfig: Path, namespace: str
+) -> None:
+    # The daemon's own wiring (elector_for: a thread, its own client) on the real API
+    # server; the test's loop stands in for the workers and runs CPU-bound Python for
+    # three renew deadlines. Every renewal the API server stored is watched from here.
+    renew = 2.0
+    options = parse(
+        ["--kubeconfig", str(kubeconfig), "--leader-elect", "--leader-election-namespace", namespace,
+         "--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
+         "--leader-elect-retry-period", "0.25s"]
+    )  # fmt: skip
+    cfg = await client_configuration(options.kubeconfig)
+    election = elector_for(options, cfg)
+    seen: list[tuple[str, dt.datetime]] = []
+    watcher = threading.Thread(target=_watch_renewals, args=(k8s, namespace, 40, seen), daemon=True)
+    watcher.start()
+    await election.start()
+    holding: asyncio.Task[None] | None = None
+    try:
+        await asyncio.wait_for(election.acquire(), timeout=20)
+        holding = asyncio.create_task(election.hold())
+        await asyncio.to_thread(wait_for, lambda: len(seen) >= 3, what="renewals watched")
+        began = dt.datetime.now(dt.UTC)
+        end = time.monotonic() + 3 * renew
+        while time.monotonic() < end:  # holds this loop; competes for the GIL
+            sum(range(200))
+        ended = dt.datetime.now(dt.UTC)
+        assert election.is_leader and election.may_write()
+        await asyncio.to_thread(wait_for, lambda: seen[-1][1] > ended, what="a renewal after the busy stretch")
+        times = sorted({t for _, t in seen})
+        during = [t for t in times if began <= t <= ended]
+        around = [t for t in times if t < began][-1:] + during + [t for t in times if t > ended][:1]
+        gaps = [(b - a).total_seconds() for a, b in zip(around, around[1:], strict=False)]
+        print(f"\nFIGURE Lease renewals while the daemon's loop was busy {3 * renew:.0f}s: {len(during)}, "
+              f"largest gap {max(gaps):.2f}s (renew deadline {renew:.0f}s, retry 0.25s)")  # fmt: skip
+        assert len(during) >= 3 and max(gaps) < renew, gaps
+        assert not holding.done()
+    finally:
+        if holding is not None:
+            holding.cancel()
+        await election.release()
+        await election.close()
 
 
 # -- the shipped RBAC --------------------------------------------------------------

@@ -9,13 +9,18 @@ injectable clock (expiry moves only when the test moves the clock).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from ringcontroller.leader import (
+    ElectionThread,
     LeaderElector,
     LeaseRecord,
     Observation,
@@ -283,6 +288,39 @@ class TestElectorOnAStore:
         clock.now += 0.2  # past the renew deadline, no renewal ran (hold() is not even started)
         assert e.is_leader and not e.may_write()
 
+    async def test_a_slow_renewal_counts_from_when_it_began(self) -> None:
+        # A renewal that began at 105 and whose PUT took 8 s: the server may have
+        # written it at any moment from 105 on, and a standby may have seen it then,
+        # so the fence and the next deadline count from 105, not from its answer at 113.
+        leases, clock = MemoryLeases(), Clock()
+
+        async def slow_put(method: str, path: str, *, body: dict[str, Any] | None = None) -> dict[str, Any]:
+            if method == "PUT" and not leases.down:
+                clock.now += 8.0  # the request is slow, on the elector's own clock
+                answer = await leases(method, path, body=body)
+                leases.down = True  # every later renewal fails: only this one counts
+                return answer
+            return await leases(method, path, body=body)
+
+        e, registry = elector(leases, clock)
+        await e.acquire()  # GET + POST at 100
+        e._request = slow_put  # noqa: SLF001 - the same store, answering slowly from now on
+        clock.now = 105.0
+        holding = asyncio.create_task(e.hold())
+        try:
+            await until(lambda: leases.down, "the slow renewal answered")
+            assert clock.now == 113.0 and e.is_leader
+            failed = len(leases.calls)
+            await until(lambda: len(leases.calls) >= failed + 3, "failed renewals after it")
+            clock.now = 114.9  # 9.9 s after the slow renewal began
+            assert e.may_write() and not holding.done()
+            clock.now = 115.1  # 10.1 s after it began, 2.1 s after its answer
+            assert not e.may_write()
+            await asyncio.wait_for(holding, timeout=10)
+        finally:
+            holding.cancel()
+        assert not e.is_leader and master(registry) == 0.0
+
     async def test_a_renewal_reopens_the_fence(self) -> None:
         leases, clock = MemoryLeases(), Clock()
         e, _ = elector(leases, clock)
@@ -331,3 +369,115 @@ class TestElectorOnAStore:
             ta.cancel()
             tb.cancel()
         assert leases.spec()["holderIdentity"] == ("a" if a.is_leader else "b")
+
+
+# The elector on its own thread, while the daemon's loop is busy ------------------------------
+
+
+def busy(seconds: float) -> int:
+    """CPU-bound Python on the calling thread (a worker deciding a huge job): holds the
+    event loop for ``seconds`` and competes for the GIL the whole time."""
+    end, spins = time.monotonic() + seconds, 0
+    while time.monotonic() < end:
+        spins += sum(range(200))
+    return spins
+
+
+class Timed:
+    """The store behind the elector, noting when each successful renewal began and on which thread."""
+
+    def __init__(self, leases: MemoryLeases) -> None:
+        self.leases = leases
+        self.renewals: list[float] = []
+        self.threads: set[str] = set()
+
+    async def __call__(self, method: str, path: str, *, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        began = time.monotonic()
+        self.threads.add(threading.current_thread().name)
+        answer = await self.leases(method, path, body=body)
+        if method in ("PUT", "POST"):
+            self.renewals.append(began)
+        return answer
+
+
+LEASE, RENEW, RETRY = 1.5, 1.0, 0.1
+
+
+def election_on(store: Timed) -> tuple[ElectionThread, list[str]]:
+    opened_and_closed: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def opened() -> AsyncIterator[LeaderElector]:
+        opened_and_closed.append(f"opened on {threading.current_thread().name}")
+        yield LeaderElector(
+            request=store, namespace="ns", name="lease", identity="me",
+            lease_duration=LEASE, renew_deadline=RENEW, retry_period=RETRY, registry=CollectorRegistry(),
+        )  # fmt: skip
+        opened_and_closed.append(f"closed on {threading.current_thread().name}")
+
+    return ElectionThread(opened), opened_and_closed
+
+
+class TestElectionThread:
+    async def test_renewals_keep_the_deadline_while_a_worker_holds_the_event_loop(self) -> None:
+        store = Timed(MemoryLeases())
+        election, _ = election_on(store)
+        await election.start()
+        holding: asyncio.Task[None] | None = None
+        try:
+            await asyncio.wait_for(election.acquire(), timeout=10)
+            holding = asyncio.create_task(election.hold())
+            await until(lambda: len(store.renewals) >= 3, "renewals")
+            began = time.monotonic()
+            busy(3 * RENEW)  # the daemon's loop runs nothing else for three renew deadlines
+            ended = time.monotonic()
+            assert election.is_leader and election.may_write()
+            during = [t for t in store.renewals if began <= t <= ended]
+            # Every renewal inside the deadline: at least one per renew deadline (about
+            # one per retry period), the largest gap around the busy stretch below RENEW.
+            assert len(during) >= 3, store.renewals
+            edges = [t for t in store.renewals if t < began][-1:] + during
+            gaps = [b - a for a, b in zip(edges, edges[1:], strict=False)] + [ended - during[-1]]
+            print(f"\nFIGURE renewal gaps while the loop was busy {3 * RENEW:.0f}s: max {max(gaps):.3f}s, "
+                  f"{len(during)} renewals (deadline {RENEW}s, retry {RETRY}s)")  # fmt: skip
+            assert max(gaps) < RENEW, gaps
+            await asyncio.sleep(0)
+            assert not holding.done()
+            assert store.threads == {"lease-renewal"}
+        finally:
+            if holding is not None:
+                holding.cancel()
+            await election.release()
+            await election.close()
+
+    async def test_release_stops_the_renewals_first_and_close_closes_the_client_on_its_thread(self) -> None:
+        store = Timed(MemoryLeases())
+        election, opened_and_closed = election_on(store)
+        await election.start()
+        await asyncio.wait_for(election.acquire(), timeout=10)
+        holding = asyncio.create_task(election.hold())
+        await until(lambda: len(store.renewals) >= 2, "renewals")
+        holding.cancel()
+        assert await election.release()
+        calls = len(store.leases.calls)
+        spec = store.leases.spec()
+        assert (spec["holderIdentity"], spec["leaseDurationSeconds"]) == ("", 1)
+        await election.close()
+        assert opened_and_closed == ["opened on lease-renewal", "closed on lease-renewal"]
+        assert len(store.leases.calls) == calls  # nothing renewed after the release
+        assert not election.may_write()
+
+    async def test_leadership_lost_on_the_thread_ends_hold_on_the_daemons_loop(self) -> None:
+        store = Timed(MemoryLeases())
+        election, _ = election_on(store)
+        await election.start()
+        try:
+            await asyncio.wait_for(election.acquire(), timeout=10)
+            holding = asyncio.create_task(election.hold())
+            await until(lambda: len(store.renewals) >= 2, "renewals")
+            store.leases.put_spec({"holderIdentity": "thief", "renewTime": "t9"})
+            await asyncio.wait_for(holding, timeout=10)
+            assert not election.is_leader and not election.may_write()
+            assert not await election.release()
+        finally:
+            await election.close()
