@@ -15,6 +15,16 @@
 # converge_s, notes}]}. Exit status 1 if any scenario published a wrong,
 # stale or regressed spec, let a non-leader write, or did not converge.
 #
+#   build/chaos.sh --node --json node.json                 # faults on the real node while TensorFlow trains
+#   build/chaos.sh --node --quick --only pod-evicted,container-restart
+#
+# Node scenarios (--node, tests/chaos/node.py): pod-evicted,
+# container-restart, kubelet-restart, containerd-restart, node-reboot,
+# api-unreachable-from-pods; a 3-worker TensorFlow job (ring-launch
+# --supervise, checkpoints) per scenario, on the workloads cluster's real node
+# ($RING_DEVCLUSTER_WORKLOADS_STATE; it must be up). --json writes per
+# scenario faults, wrong, stale, mixed_epochs, recovered_s, in_sync.
+#
 # It uses its own dev cluster ($RING_CHAOS_STATE, default .state/chaos),
 # never the tests' one: it kills that cluster's API server and etcd. Stop it
 # with `ring-devcluster down --state-dir .state/chaos`.

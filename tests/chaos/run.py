@@ -73,7 +73,7 @@ from kubernetes.client.exceptions import ApiException
 from ringdevcluster import Cluster, down, ensure_up
 from tests.chaos.audit import audit_check
 from tests.support import oracle
-from tests.support.clients import REPO, K8s
+from tests.support.clients import REPO, K8s, workloads_state_dir
 from tests.support.controllerproc import ControllerProcess
 from tests.support.factories import device_annotation, pod_template, volcano_job, volcano_pod
 
@@ -1030,10 +1030,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--state-dir",
         type=Path,
-        default=Path(os.environ.get("RING_CHAOS_STATE") or REPO / ".state" / "chaos"),
-        help="the dev cluster this run may break (default .state/chaos; never the tests' cluster)",
+        default=None,
+        help="the dev cluster this run may break (default .state/chaos; never the tests' cluster; "
+        "with --node: the workloads cluster, $RING_DEVCLUSTER_WORKLOADS_STATE)",
+    )
+    p.add_argument(
+        "--node",
+        action="store_true",
+        help="the real-node scenarios instead (tests/chaos/node.py): faults on the dev node while TensorFlow trains",
     )
     args = p.parse_args(argv)
+    if args.node:
+        from tests.chaos import node  # noqa: PLC0415 - only the node runs need it
+
+        return node.main(
+            names=[n for n in args.only.split(",") if n] or list(node.NODE_SCENARIOS),
+            quick=args.quick,
+            seed=args.seed,
+            state_dir=args.state_dir or workloads_state_dir(),
+            json_out=args.json,
+        )
+    if args.state_dir is None:
+        args.state_dir = Path(os.environ.get("RING_CHAOS_STATE") or REPO / ".state" / "chaos")
     names = [n for n in args.only.split(",") if n] or list(SCENARIOS)
     unknown = set(names) - set(SCENARIOS)
     if unknown:
