@@ -42,10 +42,14 @@ Judged per scenario, from the API server's objects and the workers' logs
   ``STALE_GRACE`` (the chaos :class:`~tests.chaos.run.Observer`), plus epoch
   regressions;
 - ``mixed_epochs``: training steps completed together by trainers started
-  with different epochs, plus steps by a trainer whose epoch was already
-  superseded (by more than one observer period) in the ConfigMap;
+  with different epochs (the notes add ``steps_after_a_newer_epoch``: steps
+  by a trainer whose epoch the ConfigMap had left more than 1.5 s before,
+  and how long the old epoch stepped on: the time a survivor needs to
+  notice, or an evicted pod to stop within its grace period);
 - ``recovered_s``: per fault, from the fault to every member's first
-  training step after it;
+  training step after it: of a trainer started after the fault where the
+  fault ends the trainers (all but the kubelet and containerd restarts),
+  else after the fault ended;
 - ``in_sync``: at the end every worker finished every step with the same
   weights (SHA-256 of the final weights).
 
@@ -294,11 +298,18 @@ class Logs:
         return [run for (pod, _, _), text in items for run in parse_runs(pod, text)]
 
 
-def stepped_since(runs: list[TrainerRun], pods: list[str], since: float) -> dict[str, float]:
-    """Each pod's first step after ``since`` (those of ``pods`` that stepped)."""
+def stepped_since(
+    runs: list[TrainerRun], pods: list[str], since: float, *, restarted: bool = False
+) -> dict[str, float]:
+    """Each pod's first step after ``since`` (those of ``pods`` that stepped).
+
+    ``restarted``: only steps of trainer runs started after ``since`` count (the
+    fault restarts every trainer; the old ones may still finish a step or two
+    while the fault takes effect).
+    """
     first: dict[str, float] = {}
     for run in runs:
-        if run.pod not in pods:
+        if run.pod not in pods or (restarted and run.started <= since):
             continue
         for _, at in run.steps:
             if at > since and (run.pod not in first or at < first[run.pod]):
@@ -326,12 +337,17 @@ def mixed_epochs(runs: list[TrainerRun], timeline: list[tuple[float, int]], *, l
                 group = []
             group.append((at, epoch))
         together += len({e for _, e in group}) > 1
-    superseded = 0
+    superseded, late = 0, 0.0
     for _, at, epoch, _ in events:
         newer = [t for t, e in timeline if e > epoch]
         if newer and at > min(newer) + lag:
             superseded += 1
-    return {"steps_with_mixed_epochs": together, "steps_after_a_newer_epoch": superseded}
+            late = max(late, at - min(newer))
+    return {
+        "steps_with_mixed_epochs": together,
+        "steps_after_a_newer_epoch": superseded,
+        "old_epoch_stepped_on_s": round(late, 1),
+    }
 
 
 # -- host faults --------------------------------------------------------------------------------
@@ -429,17 +445,26 @@ class NodeRun:
         pods = self.k8s.core.list_namespaced_pod(world.namespace, _request_timeout=20).items
         return {p.metadata.name: p for p in pods if p.metadata.deletion_timestamp is None}
 
-    def wait_training(self, world: World, logs: Logs, since: float, names: list[str]) -> float | None:
-        """Seconds from ``since`` until every member stepped after it (None: not within the timeout)."""
+    def wait_training(
+        self, logs: Logs, since: float, names: list[str], *, restarted: bool = False, after: float | None = None
+    ) -> float | None:
+        """Seconds from ``since`` until every member stepped after ``after`` (default ``since``), in a
+        trainer run started after ``since`` if ``restarted`` (None: not within the timeout)."""
         deadline = time.monotonic() + RECOVERY_TIMEOUT
         while time.monotonic() < deadline:
-            first = stepped_since(logs.runs(), names, since)
+            first = stepped_since(logs.runs(), names, since, restarted=restarted)
+            if after is not None:
+                first = {pod: at for pod, at in first.items() if at > after}
             if len(first) == len(names):
                 return max(first.values()) - since
             time.sleep(1.0)
         return None
 
-    def run(self, name: str, fault: Callable[[World, str, Logs], None], *, api: bool = False) -> NodeResult:
+    def run(
+        self, name: str, fault: Callable[[World, str, Logs], None], *, api: bool = False, restarts: bool = True
+    ) -> NodeResult:
+        """One scenario; ``restarts``: the fault ends every trainer (recovery counts new trainer runs only),
+        else training goes on and recovery is the first step of every member after the fault ended."""
         result = NodeResult(name)
         job = "tf"
         names = [f"{job}-worker-{i}" for i in range(WORKERS)]
@@ -458,7 +483,7 @@ class NodeRun:
                         body = tf_job(job, data=self.data, checkpoints=checkpoints, steps=steps, api=api)
                         self.k8s.custom.create_namespaced_custom_object(*VOLCANO, world.namespace, "jobs", body)
                         t_created = time.time()
-                        started = self.wait_training(world, logs, t_created, names)
+                        started = self.wait_training(logs, t_created, names)
                         if started is None:
                             raise RuntimeError(f"{name}: the job never trained; logs in {self.logs}")
                         result.notes["first_training_s"] = round(started, 1)
@@ -467,7 +492,7 @@ class NodeRun:
                             t0 = time.time()
                             fault(world, f"{job}-worker-{1 + n % (WORKERS - 1)}", logs)
                             result.faults += 1
-                            took = self.wait_training(world, logs, t0, names)
+                            took = self.wait_training(logs, t0, names, restarted=restarts, after=time.time())
                             result.recovered_s.append(None if took is None else round(took, 1))
                             say(
                                 f"{name}: fault {n + 1}: training again after {took if took is None else round(took, 1)}s"
@@ -483,7 +508,7 @@ class NodeRun:
                         result.notes["final"] = final
                     runs = logs.runs()
                 mixed = mixed_epochs(runs, timeline)
-                result.mixed_epochs = sum(mixed.values())
+                result.mixed_epochs = mixed["steps_with_mixed_epochs"]
                 result.notes.update(mixed)
                 result.stale = len(observer.stale) + len(observer.regressions)
                 result.notes["epochs"] = sorted({e for _, e in timeline})
@@ -588,16 +613,17 @@ def scenario(run: NodeRun, name: str) -> NodeResult:
             _evict(run, world, pod)
             time.sleep(outage)  # the fault itself lasts this long (not a wait for an effect)
 
-    faults: dict[str, tuple[Callable[[World, str, Logs], None], bool]] = {
-        "pod-evicted": (lambda world, pod, _: _evict(run, world, pod), False),
-        "container-restart": (lambda world, pod, _: kill_task(_container_id(run, world, pod)), False),
-        "kubelet-restart": (lambda world, pod, _: _restart(run, "kubelet"), False),
-        "containerd-restart": (lambda world, pod, _: _restart(run, "containerd"), False),
-        "node-reboot": (lambda world, pod, _: _reboot(run, world), False),
-        "api-unreachable-from-pods": (api_outage, True),
+    # name: (the fault, API mode, it ends every trainer)
+    faults: dict[str, tuple[Callable[[World, str, Logs], None], bool, bool]] = {
+        "pod-evicted": (lambda world, pod, _: _evict(run, world, pod), False, True),
+        "container-restart": (lambda world, pod, _: kill_task(_container_id(run, world, pod)), False, True),
+        "kubelet-restart": (lambda world, pod, _: _restart(run, "kubelet"), False, False),
+        "containerd-restart": (lambda world, pod, _: _restart(run, "containerd"), False, False),
+        "node-reboot": (lambda world, pod, _: _reboot(run, world), False, True),
+        "api-unreachable-from-pods": (api_outage, True, True),
     }
-    fault, api = faults[name]
-    return run.run(name, fault, api=api)
+    fault, api, restarts = faults[name]
+    return run.run(name, fault, api=api, restarts=restarts)
 
 
 NODE_SCENARIOS = (

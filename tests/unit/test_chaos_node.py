@@ -43,9 +43,16 @@ def test_recovery_waits_for_every_member_and_takes_each_ones_first_step_after_th
     assert stepped_since(runs, ["a"], 200.0) == {}
 
 
+def test_after_a_fault_that_ends_the_trainers_only_new_runs_count() -> None:
+    # The old run of "a" still finished step 6 after the fault; its new run stepped at 150.
+    runs = [run("a", 1, (5, 100.0), (6, 121.0)), run("a", 2, (6, 150.0)), run("b", 2, (6, 150.1))]
+    assert stepped_since(runs, ["a", "b"], 120.0, restarted=True) == {"a": 150.0, "b": 150.1}
+    assert stepped_since(runs, ["a", "b"], 120.0) == {"a": 121.0, "b": 150.1}
+
+
 def test_a_step_done_together_by_runs_of_different_epochs_is_mixed() -> None:
     same = [run("a", 2, (7, 100.0)), run("b", 2, (7, 100.2)), run("c", 2, (7, 100.1))]
-    assert mixed_epochs(same, [(50.0, 2)]) == {"steps_with_mixed_epochs": 0, "steps_after_a_newer_epoch": 0}
+    assert mixed_epochs(same, [(50.0, 2)])["steps_with_mixed_epochs"] == 0
     mixed = [run("a", 2, (7, 100.0)), run("b", 3, (7, 100.2)), run("c", 2, (7, 100.1))]
     assert mixed_epochs(mixed, [(50.0, 2)])["steps_with_mixed_epochs"] == 1
 
@@ -53,12 +60,11 @@ def test_a_step_done_together_by_runs_of_different_epochs_is_mixed() -> None:
 def test_the_same_step_number_again_after_a_resume_is_another_step() -> None:
     # Step 7 at epoch 2, then (resumed from a checkpoint) step 7 at epoch 3 a minute later.
     runs = [run("a", 2, (7, 100.0)), run("b", 2, (7, 100.1)), run("a", 3, (7, 160.0)), run("b", 3, (7, 160.1))]
-    assert mixed_epochs(runs, [(50.0, 2), (120.0, 3)]) == {
-        "steps_with_mixed_epochs": 0,
-        "steps_after_a_newer_epoch": 0,
-    }
+    judged = mixed_epochs(runs, [(50.0, 2), (120.0, 3)])
+    assert (judged["steps_with_mixed_epochs"], judged["steps_after_a_newer_epoch"]) == (0, 0)
 
 
 def test_a_step_by_a_superseded_epoch_counts_after_the_lag() -> None:
     runs = [run("a", 2, (8, 121.0), (9, 122.0))]
-    assert mixed_epochs(runs, [(50.0, 2), (120.0, 3)], lag=1.5)["steps_after_a_newer_epoch"] == 1
+    judged = mixed_epochs(runs, [(50.0, 2), (120.0, 3)], lag=1.5)
+    assert (judged["steps_after_a_newer_epoch"], judged["old_epoch_stepped_on_s"]) == (1, 2.0)
