@@ -86,8 +86,10 @@ VOLCANO = ("batch.volcano.sh", "v1alpha1")
 WORKERS = 3
 CONTAINER = "tensorflow"
 CHECKPOINT_EVERY = 5
-#: Steps between two faults (a checkpoint exists before each) and after the last one.
+#: The step budget per fault (a few steps of training again, and those while the spec is checked).
 STEPS_BETWEEN = 15
+#: Steps every member must do after a recovery before the next fault.
+STEPS_AGAIN = 3
 STEP_DELAY = 0.3
 RECOVERY_TIMEOUT = 420.0
 RUN_LINE = re.compile(r"^RUN ring_epoch=(\d+) restart=(\d*)$")
@@ -468,7 +470,7 @@ class NodeRun:
         result = NodeResult(name)
         job = "tf"
         names = [f"{job}-worker-{i}" for i in range(WORKERS)]
-        steps = 2 * CHECKPOINT_EVERY + STEPS_BETWEEN * (self.size.faults + 1)
+        steps = 2 * CHECKPOINT_EVERY + STEPS_BETWEEN * self.size.faults + 30
         checkpoints = self.work / f"checkpoints-{name}-{secrets.token_hex(3)}"
         checkpoints.mkdir(parents=True)
         checkpoints.chmod(0o777)
@@ -487,8 +489,12 @@ class NodeRun:
                         if started is None:
                             raise RuntimeError(f"{name}: the job never trained; logs in {self.logs}")
                         result.notes["first_training_s"] = round(started, 1)
+                        trained = t_created  # the first fault once a checkpoint exists, the next ones
+                        need = 2 * CHECKPOINT_EVERY  # once every member trained again for a few steps
                         for n in range(self.size.faults):
-                            self._wait_step(logs, names, 2 * CHECKPOINT_EVERY + STEPS_BETWEEN * n)
+                            if not self._wait_steps(world, logs, names, trained, need):
+                                result.notes["job_ended_before_fault"] = n + 1
+                                break
                             t0 = time.time()
                             fault(world, f"{job}-worker-{1 + n % (WORKERS - 1)}", logs)
                             result.faults += 1
@@ -504,6 +510,7 @@ class NodeRun:
                                 result.notes.setdefault("wrong", []).append(wrong)
                             if took is None:
                                 break
+                            trained, need = t0 + took, STEPS_AGAIN
                         result.in_sync, final = self._finish(world, logs, names, steps)
                         result.notes["final"] = final
                     runs = logs.runs()
@@ -517,14 +524,21 @@ class NodeRun:
                 controller.stop()
         return result
 
-    def _wait_step(self, logs: Logs, names: list[str], step: int) -> None:
+    def _wait_steps(self, world: World, logs: Logs, names: list[str], since: float, steps: int) -> bool:
+        """Until every member did ``steps`` steps after ``since``; False if the job ended first."""
         deadline = time.monotonic() + RECOVERY_TIMEOUT
         while time.monotonic() < deadline:
-            latest = {r.pod: max((s for s, _ in r.steps), default=0) for r in logs.runs()}
-            if all(latest.get(n, 0) >= step for n in names):
-                return
+            done = {n: 0 for n in names}
+            for run in logs.runs():
+                if run.pod in done:
+                    done[run.pod] += sum(1 for _, at in run.steps if at > since)
+            if all(count >= steps for count in done.values()):
+                return True
+            pods = self.pods(world)
+            if all(n in pods and pods[n].status.phase in ("Succeeded", "Failed") for n in names):
+                return False
             time.sleep(0.5)
-        raise RuntimeError(f"the workers never reached step {step}")
+        raise RuntimeError(f"the workers did not do {steps} steps within {RECOVERY_TIMEOUT:.0f}s")
 
     def _finish(self, world: World, logs: Logs, names: list[str], steps: int) -> tuple[bool, Json]:
         """Wait for every worker's Succeeded; (same weights and every step, per-pod summary)."""
