@@ -95,6 +95,12 @@ RECOVERY_TIMEOUT = 420.0
 RUN_LINE = re.compile(r"^RUN ring_epoch=(\d+) restart=(\d*)$")
 STEP_LINE = re.compile(r"^step=(\d+) ")
 CHAOS_COMMENT = "ring-devcluster-chaos"
+#: The trainer image under a tag of this run's own: other sessions import their own
+#: build as ring-trainer:<version> into the same containerd, and a replacement pod
+#: must start the image the job started with.
+IMAGE = "ring-trainer:chaos-node"
+#: Waiting reasons of a container that will not start by itself.
+BROKEN = frozenset({"RunContainerError", "CreateContainerError", "ErrImageNeverPull", "InvalidImageName"})
 
 
 @dataclass(frozen=True)
@@ -167,7 +173,7 @@ def tf_job(name: str, *, data: Path, checkpoints: Path, steps: int, api: bool) -
         "containers": [
             {
                 "name": CONTAINER,
-                "image": nodejobs.TRAINER_IMAGE,
+                "image": IMAGE,
                 "imagePullPolicy": "IfNotPresent",
                 "command": launch,
                 "args": ["sh", "-c", train],
@@ -423,6 +429,7 @@ class NodeRun:
         self.cluster, self.size, self.seed, self.logs, self.work = cluster, size, seed, logs, work
         self.k8s: Any = K8s.from_kubeconfig(cluster.kubeconfig)
         self.data = nodejobs.make_data(work / "cifar10")
+        self._broken: dict[str, float] = {}
 
     @contextlib.contextmanager
     def namespace(self, name: str, *, api: bool) -> Iterator[World]:
@@ -443,12 +450,34 @@ class NodeRun:
             with contextlib.suppress(Exception):
                 self.k8s.core.delete_namespace(ns, grace_period_seconds=0)
 
+    def check_startable(self, world: World) -> None:
+        """Raise if a container of the job cannot be created or started for a minute (a wrong image, a
+        broken runtime): no fault recovers from that, so no waiting it out."""
+        now = time.monotonic()
+        for p in self.pods(world).values():
+            for c in p.status.container_statuses or []:
+                waiting = c.state.waiting if c.state else None
+                key = f"{p.metadata.name}/{p.metadata.uid}"
+                if waiting is not None and waiting.reason in BROKEN:
+                    since = self._broken.setdefault(key, now)
+                    if now - since > 60:
+                        raise RuntimeError(f"{p.metadata.name}: {waiting.reason}: {waiting.message}")
+                else:
+                    self._broken.pop(key, None)
+
     def pods(self, world: World) -> dict[str, Any]:
         pods = self.k8s.core.list_namespaced_pod(world.namespace, _request_timeout=20).items
         return {p.metadata.name: p for p in pods if p.metadata.deletion_timestamp is None}
 
     def wait_training(
-        self, logs: Logs, since: float, names: list[str], *, restarted: bool = False, after: float | None = None
+        self,
+        world: World,
+        logs: Logs,
+        since: float,
+        names: list[str],
+        *,
+        restarted: bool = False,
+        after: float | None = None,
     ) -> float | None:
         """Seconds from ``since`` until every member stepped after ``after`` (default ``since``), in a
         trainer run started after ``since`` if ``restarted`` (None: not within the timeout)."""
@@ -459,6 +488,7 @@ class NodeRun:
                 first = {pod: at for pod, at in first.items() if at > after}
             if len(first) == len(names):
                 return max(first.values()) - since
+            self.check_startable(world)
             time.sleep(1.0)
         return None
 
@@ -485,7 +515,7 @@ class NodeRun:
                         body = tf_job(job, data=self.data, checkpoints=checkpoints, steps=steps, api=api)
                         self.k8s.custom.create_namespaced_custom_object(*VOLCANO, world.namespace, "jobs", body)
                         t_created = time.time()
-                        started = self.wait_training(logs, t_created, names)
+                        started = self.wait_training(world, logs, t_created, names)
                         if started is None:
                             raise RuntimeError(f"{name}: the job never trained; logs in {self.logs}")
                         result.notes["first_training_s"] = round(started, 1)
@@ -498,7 +528,7 @@ class NodeRun:
                             t0 = time.time()
                             fault(world, f"{job}-worker-{1 + n % (WORKERS - 1)}", logs)
                             result.faults += 1
-                            took = self.wait_training(logs, t0, names, restarted=restarts, after=time.time())
+                            took = self.wait_training(world, logs, t0, names, restarted=restarts, after=time.time())
                             result.recovered_s.append(None if took is None else round(took, 1))
                             say(
                                 f"{name}: fault {n + 1}: training again after {took if took is None else round(took, 1)}s"
@@ -537,6 +567,7 @@ class NodeRun:
             pods = self.pods(world)
             if all(n in pods and pods[n].status.phase in ("Succeeded", "Failed") for n in names):
                 return False
+            self.check_startable(world)
             time.sleep(0.5)
         raise RuntimeError(f"the workers did not do {steps} steps within {RECOVERY_TIMEOUT:.0f}s")
 
@@ -682,6 +713,9 @@ def main(*, names: list[str], quick: bool, seed: int, state_dir: Path, json_out:
         )
     cluster.wait_healthy(["kube-apiserver", *node.PROCESSES])
     nodejobs.ensure_image(nodejobs.TRAINER_IMAGE, "--trainer")
+    _ctr("images", "tag", "--force", f"docker.io/library/{nodejobs.TRAINER_IMAGE}", f"docker.io/library/{IMAGE}")
+    digest = _ctr("images", "ls", f"name==docker.io/library/{IMAGE}").split()[-4:]
+    say(f"trainer image {IMAGE}: {' '.join(digest)}")
     stamp = time.strftime("%Y%m%dT%H%M%S")
     logs = state_dir / "chaos-node-logs" / stamp
     logs.mkdir(parents=True, exist_ok=True)
