@@ -714,8 +714,10 @@ def main(*, names: list[str], quick: bool, seed: int, state_dir: Path, json_out:
     cluster.wait_healthy(["kube-apiserver", *node.PROCESSES])
     nodejobs.ensure_image(nodejobs.TRAINER_IMAGE, "--trainer")
     _ctr("images", "tag", "--force", f"docker.io/library/{nodejobs.TRAINER_IMAGE}", f"docker.io/library/{IMAGE}")
-    digest = _ctr("images", "ls", f"name==docker.io/library/{IMAGE}").split()[-4:]
-    say(f"trainer image {IMAGE}: {' '.join(digest)}")
+    digest = next(
+        (w for w in _ctr("images", "ls", f"name==docker.io/library/{IMAGE}").split() if w.startswith("sha256:")), "?"
+    )
+    say(f"trainer image {IMAGE}: {digest}")
     stamp = time.strftime("%Y%m%dT%H%M%S")
     logs = state_dir / "chaos-node-logs" / stamp
     logs.mkdir(parents=True, exist_ok=True)
