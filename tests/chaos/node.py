@@ -580,12 +580,15 @@ class NodeRun:
                 break
             time.sleep(1.0)
         logs.poll()
+        pods = self.pods(world)
         final: Json = {}
         for n in names:
             done = [r for r in logs.runs() if r.pod == n and r.result]
             if done:
                 r = done[-1].result or {}
+                statuses = pods[n].status.container_statuses or [] if n in pods else []
                 final[n] = {
+                    "container_restarts": sum(c.restart_count or 0 for c in statuses),
                     "last_step": r.get("last_step"),
                     "resumed_from_step": r.get("resumed_from_step"),
                     "restart_count": r.get("restart_count"),
