@@ -94,6 +94,7 @@ STEP_DELAY = 0.3
 RECOVERY_TIMEOUT = 420.0
 RUN_LINE = re.compile(r"^RUN ring_epoch=(\d+) restart=(\d*)$")
 STEP_LINE = re.compile(r"^step=(\d+) ")
+DONE_LINE = re.compile(r"^done .*weights_sha256=([0-9a-f]+)")
 CHAOS_COMMENT = "ring-devcluster-chaos"
 #: The trainer image under a tag of this run's own: other sessions import their own
 #: build as ring-trainer:<version> into the same containerd, and a replacement pod
@@ -223,6 +224,8 @@ class TrainerRun:
     started: float
     steps: list[tuple[int, float]] = field(default_factory=list)
     result: Json | None = None
+    #: The final weights' SHA-256 from train.py's ``done`` line (printed before its RESULT).
+    weights: str | None = None
 
 
 def _stamp(text: str) -> float:
@@ -244,6 +247,8 @@ def parse_runs(pod: str, text: str) -> list[TrainerRun]:
             runs.append(TrainerRun(pod, int(m.group(1)), at))
         elif runs and (m := STEP_LINE.match(line)):
             runs[-1].steps.append((int(m.group(1)), at))
+        elif runs and (m := DONE_LINE.match(line)):
+            runs[-1].weights = m.group(1)
         elif runs and line.startswith("RESULT "):
             runs[-1].result = json.loads(line[len("RESULT ") :])
     return runs
@@ -572,30 +577,40 @@ class NodeRun:
         raise RuntimeError(f"the workers did not do {steps} steps within {RECOVERY_TIMEOUT:.0f}s")
 
     def _finish(self, world: World, logs: Logs, names: list[str], steps: int) -> tuple[bool, Json]:
-        """Wait for every worker's Succeeded; (same weights and every step, per-pod summary)."""
+        """Wait until every member's last trainer run printed its final weights; (all the same and
+        every step done, per-pod summary)."""
         deadline = time.monotonic() + RECOVERY_TIMEOUT
         while time.monotonic() < deadline:
-            pods = self.pods(world)
-            if all(n in pods and pods[n].status.phase in ("Succeeded", "Failed") for n in names):
+            last = {r.pod: r for r in sorted(logs.runs(), key=lambda r: r.started) if r.pod in names}
+            if len(last) == len(names) and all(r.weights for r in last.values()):
                 break
+            self.check_startable(world)
             time.sleep(1.0)
+        time.sleep(5.0)  # let the trainers print their RESULT and exit
         logs.poll()
         pods = self.pods(world)
+        last = {r.pod: r for r in sorted(logs.runs(), key=lambda r: r.started) if r.pod in names}
         final: Json = {}
-        for n in names:
-            done = [r for r in logs.runs() if r.pod == n and r.result]
-            if done:
-                r = done[-1].result or {}
-                statuses = pods[n].status.container_statuses or [] if n in pods else []
-                final[n] = {
-                    "container_restarts": sum(c.restart_count or 0 for c in statuses),
-                    "last_step": r.get("last_step"),
-                    "resumed_from_step": r.get("resumed_from_step"),
-                    "restart_count": r.get("restart_count"),
-                    "weights_sha256": str(r.get("weights_sha256", ""))[:16],
-                }
+        for n, run in last.items():
+            r = run.result or {}
+            statuses = (pods[n].status.container_statuses or []) if n in pods else []
+            final[n] = {
+                "epoch": run.epoch,
+                "last_step": max((s for s, _ in run.steps), default=None),
+                "weights_sha256": (run.weights or "")[:16],
+                "result": run.result is not None,
+                "resumed_from_step": r.get("resumed_from_step"),
+                "restart_count": r.get("restart_count"),
+                "container_restarts": sum(c.restart_count or 0 for c in statuses),
+                "phase": pods[n].status.phase if n in pods else None,
+            }
         digests = {v["weights_sha256"] for v in final.values()}
-        ok = len(final) == len(names) and len(digests) == 1 and all(v["last_step"] == steps for v in final.values())
+        ok = (
+            len(final) == len(names)
+            and len(digests) == 1
+            and "" not in digests
+            and all(v["last_step"] == steps for v in final.values())
+        )
         return ok, final
 
 

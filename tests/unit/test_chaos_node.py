@@ -12,6 +12,7 @@ LOG = """\
 2026-12-01T23:41:00.000000000Z RUN ring_epoch=3 restart=1
 2026-12-01T23:41:10.000000000Z resumed from /checkpoints/ckpt-0 step=0
 2026-12-01T23:41:11.000000000Z step=1 loss=2.300000 epoch=1
+2026-12-01T23:41:11.500000000Z done steps=1 loss=2.3 test_accuracy=0.1 weights_sha256=ab12 weights_sum=1.5
 2026-12-01T23:41:12.000000000Z RESULT {"last_step": 1, "weights_sha256": "ab"}
 """
 
