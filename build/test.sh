@@ -28,7 +28,9 @@
 # and the kustomize base; a few minutes cold); pytest over
 # tests/ (unit, tools, integration, e2e, workloads: a skipped test fails the run); the short seeded chaos run (build/chaos.sh
 # --quick, on a third cluster of its own, $RING_CHAOS_STATE, default
-# .state/chaos, whose API server and etcd it kills); ruff; the import-linter
+# .state/chaos, whose API server and etcd it kills); the quick node chaos run
+# (build/chaos.sh --node --quick --only pod-evicted: a worker of a real
+# TensorFlow job on the real node evicted; about 2 minutes); ruff; the import-linter
 # contracts; mypy (strict, as pyproject.toml configures it).
 # The clusters are left running for the next run; stop them with
 # `ring-devcluster down --state-dir DIR` (.ci/run does).
@@ -84,6 +86,9 @@ python -m pytest -v tests "$@"
 
 step "build/chaos.sh --quick --seed 13 (its own cluster: \$RING_CHAOS_STATE, default .state/chaos)"
 build/chaos.sh --quick --seed 13 --json "${RING_CHAOS_JSON:-.state/chaos-quick.json}"
+
+step "build/chaos.sh --node --quick --only pod-evicted (a TensorFlow job on the real node, a worker evicted; about 2 minutes)"
+build/chaos.sh --node --quick --only pod-evicted --json "${RING_CHAOS_NODE_JSON:-.state/chaos-node-quick.json}"
 
 step "ruff check and ruff format --check (configured in pyproject.toml)"
 ruff check .
