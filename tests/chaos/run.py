@@ -1041,7 +1041,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     if args.node:
-        from tests.chaos import node  # noqa: PLC0415 - only the node runs need it
+        from tests.chaos import node  # here: node.py imports this module
 
         return node.main(
             names=[n for n in args.only.split(",") if n] or list(node.NODE_SCENARIOS),

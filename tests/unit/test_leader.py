@@ -304,7 +304,7 @@ class TestElectorOnAStore:
 
         e, registry = elector(leases, clock)
         await e.acquire()  # GET + POST at 100
-        e._request = slow_put  # noqa: SLF001 - the same store, answering slowly from now on
+        e._request = slow_put  # the same store, answering slowly from now on
         clock.now = 105.0
         holding = asyncio.create_task(e.hold())
         try:
