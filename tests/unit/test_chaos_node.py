@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.chaos.node import TrainerRun, mixed_epochs, parse_runs, stepped_since
+from tests.chaos.nodelogs import TrainerRun, mixed_epochs, parse_runs, stepped_since
 
 LOG = """\
 2026-12-01T23:40:00.000000001Z RUN ring_epoch=2 restart=0
