@@ -410,7 +410,8 @@ class NodeRun:
         result = NodeResult(name)
         job = "tf"
         names = [f"{job}-worker-{i}" for i in range(WORKERS)]
-        steps = 2 * CHECKPOINT_EVERY + STEPS_BETWEEN * self.size.faults + 30
+        # Training goes on through a fault that does not end the trainers: budget for its length too.
+        steps = 2 * CHECKPOINT_EVERY + (STEPS_BETWEEN if restarts else 4 * STEPS_BETWEEN) * self.size.faults + 30
         checkpoints = self.work / f"checkpoints-{name}-{secrets.token_hex(3)}"
         checkpoints.mkdir(parents=True)
         checkpoints.chmod(0o777)
@@ -438,7 +439,14 @@ class NodeRun:
                             t0 = time.time()
                             fault(world, f"{job}-worker-{1 + n % (WORKERS - 1)}", logs)
                             result.faults += 1
-                            took = self.wait_training(world, logs, t0, names, restarted=restarts, after=time.time())
+                            ended = time.time()
+                            took = self.wait_training(world, logs, t0, names, restarted=restarts)
+                            if not restarts:  # did it train on after the fault ended, too?
+                                on = self.wait_training(world, logs, t0, names, after=ended)
+                                result.notes.setdefault("training_after_the_fault_ended_s", []).append(
+                                    None if on is None else round(on, 1)
+                                )
+                            result.notes.setdefault("fault_s", []).append(round(ended - t0, 1))
                             result.recovered_s.append(None if took is None else round(took, 1))
                             say(
                                 f"{name}: fault {n + 1}: training again after {took if took is None else round(took, 1)}s"
