@@ -442,9 +442,9 @@ class NodeRun:
                             ended = time.time()
                             took = self.wait_training(world, logs, t0, names, restarted=restarts)
                             if not restarts:  # did it train on after the fault ended, too?
-                                on = self.wait_training(world, logs, t0, names, after=ended)
+                                on = self.wait_training(world, logs, ended, names)
                                 result.notes.setdefault("training_after_the_fault_ended_s", []).append(
-                                    None if on is None else round(on, 1)
+                                    None if on is None else round(ended - t0 + on, 1)
                                 )
                             result.notes.setdefault("fault_s", []).append(round(ended - t0, 1))
                             result.recovered_s.append(None if took is None else round(took, 1))
