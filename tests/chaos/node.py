@@ -565,9 +565,25 @@ def _container_id(run: NodeRun, world: World, pod: str) -> str:
     return str(container.container_id).split("://", 1)[1]
 
 
+def _start(run: NodeRun, component: str) -> None:
+    """Start ``component`` again; the kubelet exits at once while containerd's CRI is not serving
+    yet ("server is not initialized yet", right after containerd reports healthy): retried."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            run.cluster.start_component(component)
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+
+
 def _restart(run: NodeRun, component: str) -> None:
-    run.cluster.stop_component(component, grace=30.0)
-    run.cluster.start_component(component)
+    try:
+        run.cluster.stop_component(component, grace=30.0)
+    finally:
+        _start(run, component)
 
 
 def _reboot(run: NodeRun, world: World) -> None:
@@ -577,8 +593,8 @@ def _reboot(run: NodeRun, world: World) -> None:
             kill_task(cid)
         run.cluster.stop_component("containerd", grace=30.0)
     finally:
-        run.cluster.start_component("containerd")
-        run.cluster.start_component("kubelet")
+        _start(run, "containerd")
+        _start(run, "kubelet")
 
 
 def scenario(run: NodeRun, name: str) -> NodeResult:
