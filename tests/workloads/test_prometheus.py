@@ -145,9 +145,15 @@ def test_prometheus_scrapes_both_replicas_and_answers_every_rule_and_panel(
         assert all(t["health"] == "up" for t in ours), ours
 
         # Before any job: every panel not driven by an event already answers, once
-        # each replica has been scraped twice (a rate needs a sample on each side).
+        # each replica has been scraped four times. A rate needs two samples in its
+        # window, and the range query below evaluates every scrape interval from
+        # `started`, so its last point may lie up to one interval before now: with
+        # only two scrapes it can fall before the second (seen in a full run).
         wait_for(
-            lambda: _scraped_again(prometheus, names, {}, 2), timeout=60, interval=1, what="two scrapes of each replica"
+            lambda: _scraped_again(prometheus, names, {}, 4),
+            timeout=90,
+            interval=1,
+            what="four scrapes of each replica",
         )
         queries = promapi.dashboard_queries()
         assert {q.panel for q in queries} | {q.panel + "/" + q.ref for q in queries} >= set(EMPTY_UNTIL)
