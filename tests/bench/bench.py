@@ -369,6 +369,7 @@ def _apiserver_figures(m: Metrics) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for verb, resource_name, sub in (
         ("POST", "pods", ""),
+        ("PATCH", "pods", ""),
         ("PATCH", "pods", "status"),
         ("POST", "pods", "binding"),
         ("POST", "configmaps", ""),

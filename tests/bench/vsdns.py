@@ -271,16 +271,18 @@ def plot(summary: Json, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     rows = summary["by"]
     kinds = [k for k in nodejobs.RUNTIMES if any(r["runtime"] == k for r in rows)]
     sizes = sorted({r["workers"] for r in rows})
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5.6))
     width = 0.8 / max(1, len(kinds))
     labelled: set[str] = set()
     ring = [r["overhead_s"] for r in rows if r["runtime"] != "dns"] or [r["overhead_s"] for r in rows]
     top = max(q["p95"] for q in ring) * 1.35
     ax1.set_ylim(0, top)
+    highest = 0.0
     for i, kind in enumerate(kinds):
         for j, n in enumerate(sizes):
             row = next((r for r in rows if r["runtime"] == kind and r["workers"] == n), None)
@@ -293,9 +295,8 @@ def plot(summary: Json, path: Path) -> None:
                 q = cuts.get(stage)
                 if not q or q["p50"] <= 0:
                     continue
-                label = STAGE_LABELS[stage] if stage not in labelled else None
                 labelled.add(stage)
-                ax1.bar(x, q["p50"], width * 0.9, bottom=bottom, color=color, label=label)
+                ax1.bar(x, q["p50"], width * 0.9, bottom=bottom, color=color)
                 bottom += q["p50"]
             over = row["overhead_s"]
             ax1.errorbar(x, over["p50"], yerr=[[0], [over["p95"] - over["p50"]]], fmt="k_", capsize=3, ms=12)
@@ -316,13 +317,18 @@ def plot(summary: Json, path: Path) -> None:
             for label, value, color in parts:
                 ax2.bar(x, value, width * 0.9, bottom=bottom, color=color, label=label if (i, j) == (0, 0) else None)
                 bottom += value
-            ax2.text(x, bottom + 0.2, kind.replace("ring-", ""), ha="center", fontsize=7, rotation=90)
+            highest = max(highest, bottom)
+            ax2.text(x, bottom + 0.2, kind.replace("ring-", ""), ha="center", va="bottom", fontsize=7, rotation=90)
     ax1.set_title("discovery overhead by stage (last container started -> TF_CONFIG exported)")
     ax2.set_title("end to end: TrainJob created -> every worker past step 1")
+    ax2.set_ylim(0, highest * 1.3)
     for ax in (ax1, ax2):
         ax.set_xticks(range(len(sizes)), [f"{n} workers" for n in sizes])
         ax.set_ylabel("seconds (p50; overhead: tick p50, whisker p95)" if ax is ax1 else "seconds (p50)")
-        ax.legend(fontsize=7)
+    handles = [Patch(color=c, label=STAGE_LABELS[k]) for k, c in STAGE_COLORS.items() if k in labelled]
+    below = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.09), "fontsize": 7}
+    ax1.legend(handles=handles, ncol=4, title="increment ending at", title_fontsize=7, **below)
+    ax2.legend(ncol=3, **below)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -336,6 +342,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--vs-dns", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--workers", default="2,4,8", help="worker counts, comma-separated (default 2,4,8)")
     p.add_argument("--repeats", type=int, default=20, help="runs per runtime and worker count (default 20)")
+    p.add_argument(
+        "--dns-repeats",
+        type=int,
+        default=None,
+        help="runs of the dns runtime per worker count (default: --repeats; its overhead is two 5 s probe rounds)",
+    )
     p.add_argument(
         "--runtimes",
         default=",".join(nodejobs.RUNTIMES),
@@ -390,6 +402,8 @@ def main(argv: list[str] | None = None) -> int:
         for repeat in range(args.repeats):
             for workers in sizes:
                 for kind in kinds:
+                    if kind == "dns" and args.dns_repeats is not None and repeat >= args.dns_repeats:
+                        continue
                     wait_gone(core, namespace)
                     name = f"{kind.replace('ring-', 'r')}-{workers}w-{repeat}"
                     run = run_one(
