@@ -47,6 +47,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from model.keys import SELF_REGISTER_ANNOTATION
 from ringdevcluster import node
 from ringdevcluster.harness import REPO, TRAINER_IMAGE, WorkerLog, apply, delete, ensure_image, make_data, parse_log
 
@@ -97,11 +98,12 @@ START_MARKER = 'echo "CONTAINER_START $(date +%s.%N)"; exec "$@"'
 #: Printed by the command the launcher execs, TF_CONFIG in its environment, before train.py.
 EXEC_MARKER = "TF_CONFIG_EXEC"
 EXEC_PREFIX = ["sh", "-c", f'echo "{EXEC_MARKER} $(date +%s.%N)"; exec "$@"', "sh"]
-#: Self-registration (issue 24, part 2), in one place: the launcher's option, the
+#: Self-registration (issue 24, part 2), in one place: the launcher's option (what
+#: ``ring-launch`` needs to register itself; empty if it does so unasked), the
 #: controller's flag, the TrainJob's opt-in annotation, the pods' ServiceAccount.
 REGISTER_LAUNCH_ARGS = ["--register"]
 REGISTER_CONTROLLER_ARGS = ["--self-registration"]
-REGISTER_JOB_ANNOTATION = "ring-controller.io/self-registration"
+REGISTER_JOB_ANNOTATION = SELF_REGISTER_ANNOTATION
 LAUNCHER_ACCOUNT = "ring-launch"
 LAUNCHER_RBAC = REPO / "build" / "launcher-rbac.yaml"
 PORT = 12345
@@ -145,6 +147,9 @@ def runtime(kind: str, name: str, *, data_dir: Path, steps: int = 3, delay_index
     if kind == "ring-registered":
         launch += REGISTER_LAUNCH_ARGS
         spec["serviceAccountName"] = LAUNCHER_ACCOUNT
+        container.setdefault("env", []).append(
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+        )
     if kind != "dns":
         launch.append("--")
     container["command"] = ["sh", "-c", START_MARKER, "sh", *launch, *EXEC_PREFIX]
@@ -244,7 +249,8 @@ def check_registration() -> None:
     trainer image's launcher is built from the same checkout).
     """
     bin_dir = Path(sys.executable).parent
-    for program, flags in (("ring-launch", REGISTER_LAUNCH_ARGS), ("ring-controller", REGISTER_CONTROLLER_ARGS)):
+    wanted = (("ring-launch", REGISTER_LAUNCH_ARGS or ["regist"]), ("ring-controller", REGISTER_CONTROLLER_ARGS))
+    for program, flags in wanted:
         text = subprocess.run(
             [str(bin_dir / program), "--help"], capture_output=True, text=True, timeout=60, check=False
         ).stdout
@@ -252,7 +258,8 @@ def check_registration() -> None:
         if missing:
             raise RuntimeError(
                 f"runtime ring-registered needs self-registration (issue 24, part 2): {program} --help "
-                f"lists no {' '.join(missing)}; leave ring-registered out of --runtimes, or build that first"
+                f"mentions no {' '.join(missing)}; leave ring-registered out of --runtimes, or build that first "
+                "(tests/support/nodejobs.py names what the bench passes: REGISTER_LAUNCH_ARGS, REGISTER_CONTROLLER_ARGS)"
             )
 
 
