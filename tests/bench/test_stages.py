@@ -12,7 +12,16 @@ import pytest
 
 from ranktable.clusterspec import spec_to_json
 from ranktable.wait import FileSource, Identity, wait_for_spec
-from tests.bench.stages import CHAINS, klog_time, parse_markers, parse_pleg, quantiles, run_stages, segments
+from tests.bench.stages import (
+    CHAINS,
+    klog_time,
+    parse_markers,
+    parse_pleg,
+    quantiles,
+    run_stages,
+    segments,
+    summarise_stages,
+)
 from tests.support.specs import make_spec
 
 CID = "4f" * 32
@@ -108,3 +117,17 @@ def test_quantiles() -> None:
     assert quantiles([]) is None
     q = quantiles(float(x) for x in range(1, 21))  # 1..20
     assert q == {"p50": 10.5, "p95": 19.05, "max": 20.0}
+
+
+def test_summary_of_runs_measures_after_the_last_container_start() -> None:
+    runs = [
+        {"stages_s": {"container_start": 1.0, "running_seen": 1.5, "spec_seen": 1.8, "exec": 2.0, "first_step": 9.0}},
+        {"stages_s": {"container_start": 2.0, "running_seen": 2.7, "spec_seen": 2.9, "exec": 3.0, "first_step": 11.0}},
+    ]
+    summary = summarise_stages(runs, order=CHAINS["ring-api"])
+    assert summary["after_start"]["running_seen"] == {"p50": 0.6, "p95": 0.69, "max": 0.7}
+    assert summary["after_start"]["exec"]["p50"] == 1.0
+    assert "pleg" not in summary["after_start"]  # never seen: no figure rather than a made-up one
+    assert list(summary["segments"]) == list(CHAINS["ring-api"][1:])
+    assert summary["segments"]["spec_seen"]["p50"] == 0.25
+    assert summary["end_to_end_s"] == {"p50": 10.0, "p95": 10.9, "max": 11.0}
