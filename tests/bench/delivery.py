@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m for m in args.modes.split(",") if m]
     state = args.state_dir or workloads_state_dir()
     cluster = ensure_up(state_dir=state, addons=("node",), say=_say)
-    _say(f"kubelet -v={node.KUBELET_VERBOSITY}: {node.set_kubelet_verbosity(cluster.api())}")
+    _say(f"kubelet -v={node.KUBELET_VERBOSITY}: {node.set_kubelet_verbosity(cluster.api)}")
     nodejobs.ensure_image(IMAGE, "--controller")
     api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     core, apps, rbac = client.CoreV1Api(api), client.AppsV1Api(api), client.RbacAuthorizationV1Api(api)

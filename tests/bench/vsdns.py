@@ -369,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     if "ring-registered" in kinds:
         nodejobs.check_registration()
     cluster = ensure_up(state_dir=state, addons=COMPONENTS, say=_say)
-    _say(f"kubelet -v={node.KUBELET_VERBOSITY}: {node.set_kubelet_verbosity(cluster.api())}")
+    _say(f"kubelet -v={node.KUBELET_VERBOSITY}: {node.set_kubelet_verbosity(cluster.api)}")
     nodejobs.ensure_trainer_images()
     api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     core, custom, rbac = client.CoreV1Api(api), client.CustomObjectsApi(api), client.RbacAuthorizationV1Api(api)
