@@ -333,6 +333,27 @@ def plot(summary: Json, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+#: A runtime that failed this many runs is left out of the rest of the measurement.
+MAX_FAILURES = 3
+
+
+def _schedule(args: argparse.Namespace, sizes: list[int], kinds: list[str]) -> list[tuple[int, int, str]]:
+    """(repeat, workers, runtime) in run order: runtimes take turns within a repeat."""
+    return [
+        (repeat, workers, kind)
+        for repeat in range(args.repeats)
+        for workers in sizes
+        for kind in kinds
+        if not (kind == "dns" and args.dns_repeats is not None and repeat >= args.dns_repeats)
+    ]
+
+
+def _write(path: Path | None, runs: list[Json], failures: list[Json]) -> None:
+    """The JSON so far (after every run, so a long measurement cut short keeps what it measured)."""
+    if path is not None:
+        path.write_text(json.dumps({"runs": runs, **summarise(runs), "failures": failures}, indent=2) + "\n")
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="build/bench.sh --vs-dns",
@@ -354,7 +375,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"default {','.join(nodejobs.RUNTIMES)} (ring-registered needs self-registration, issue 24)",
     )
     p.add_argument("--steps", type=int, default=3, help="training steps per run (default 3)")
-    p.add_argument("--json", type=Path, metavar="OUT", help="write the figures here")
+    p.add_argument("--json", type=Path, metavar="OUT", help="write the figures here (rewritten after every run)")
+    p.add_argument(
+        "--deadline", type=float, default=None, metavar="SECONDS", help="start no run after this many seconds"
+    )
     p.add_argument("--plot", type=Path, metavar="OUT.png", help="draw the figures (needs matplotlib)")
     p.add_argument("--state-dir", type=Path, default=None, help="the cluster (default: the tests' workloads cluster)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds one run may take")
@@ -392,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
     controller.start()
     runtimes = {k: f"{namespace}-{k}" for k in kinds}
     runs: list[Json] = []
+    failures: list[Json] = []
+    failed: dict[str, int] = {}
     try:
         for kind, name in runtimes.items():
             custom.create_cluster_custom_object(
@@ -399,29 +425,39 @@ def main(argv: list[str] | None = None) -> int:
                 "clustertrainingruntimes",
                 nodejobs.runtime(kind, name, data_dir=data, steps=args.steps),
             )
-        for repeat in range(args.repeats):
-            for workers in sizes:
-                for kind in kinds:
-                    if kind == "dns" and args.dns_repeats is not None and repeat >= args.dns_repeats:
-                        continue
-                    wait_gone(core, namespace)
-                    name = f"{kind.replace('ring-', 'r')}-{workers}w-{repeat}"
-                    run = run_one(
-                        core, custom, namespace=namespace, kind=kind, runtime_name=runtimes[kind],
-                        workers=workers, name=name, timeout=args.timeout, watch=watch, kubelet=kubelet,
-                    )  # fmt: skip
-                    run["repeat"] = repeat
-                    runs.append(run)
-                    after = {
-                        k: f"{v - run['last_start_s']:+.2f}"
-                        for k, v in run["stages_s"].items()
-                        if v is not None and k in STAGE_LABELS
-                    }
-                    _say(
-                        f"{kind:15s} {workers} workers #{repeat}: last start {run['last_start_s']:.2f}s, "
-                        f"TF_CONFIG +{run['overhead_s']:.2f}s, first step {run['first_step_s']:.2f}s, "
-                        f"workers seen {run['workers_seen']}; stages {after}"
-                    )
+        started = time.monotonic()
+        for repeat, workers, kind in _schedule(args, sizes, kinds):
+            if args.deadline is not None and time.monotonic() - started > args.deadline:
+                _say(f"--deadline {args.deadline:g}s passed: no more runs (at repeat {repeat})")
+                break
+            if failed.get(kind, 0) >= MAX_FAILURES:
+                continue
+            wait_gone(core, namespace)
+            name = f"{kind.replace('ring-', 'r')}-{workers}w-{repeat}"
+            try:
+                run = run_one(
+                    core, custom, namespace=namespace, kind=kind, runtime_name=runtimes[kind],
+                    workers=workers, name=name, timeout=args.timeout, watch=watch, kubelet=kubelet,
+                )  # fmt: skip
+            except (RuntimeError, AssertionError, ApiException) as err:
+                failed[kind] = failed.get(kind, 0) + 1
+                failures.append({"runtime": kind, "workers": workers, "repeat": repeat, "error": str(err)[:2000]})
+                _say(f"{kind} {workers} workers #{repeat} FAILED ({failed[kind]}/{MAX_FAILURES}): {str(err)[:300]}")
+                _write(args.json, runs, failures)
+                continue
+            run["repeat"] = repeat
+            runs.append(run)
+            _write(args.json, runs, failures)
+            after = {
+                k: f"{v - run['last_start_s']:+.2f}"
+                for k, v in run["stages_s"].items()
+                if v is not None and k in STAGE_LABELS
+            }
+            _say(
+                f"{kind:15s} {workers} workers #{repeat}: last start {run['last_start_s']:.2f}s, "
+                f"TF_CONFIG +{run['overhead_s']:.2f}s, first step {run['first_step_s']:.2f}s, "
+                f"workers seen {run['workers_seen']}; stages {after}"
+            )
     finally:
         controller.stop()
         watch.stop()
@@ -433,9 +469,10 @@ def main(argv: list[str] | None = None) -> int:
         core.delete_namespace(namespace, propagation_policy="Background")
     summary = summarise(runs)
     print(render(summary))
-    if args.json:
-        args.json.write_text(json.dumps({"runs": runs, **summary}, indent=2) + "\n")
-    if args.plot:
+    for f in failures:
+        print(f"FAILED: {f['runtime']} {f['workers']} workers #{f['repeat']}: {f['error'][:200]}")
+    _write(args.json, runs, failures)
+    if args.plot and runs:
         plot(summary, args.plot)
         _say(f"plot: {args.plot}")
     return 0
