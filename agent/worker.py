@@ -54,9 +54,9 @@ log = structlog.get_logger()
 #: Attempts at one sync's write when the ConfigMap keeps changing under it.
 MAX_CONFLICTS = 3
 #: Pod annotations sent at once by one worker. A 1,024-member job's touches took
-#: 8.9 s at 16, 6.4 s at 64 and 9.1 s at 128 on the 2-core dev cluster (load 9-15):
-#: the API server's CPU is the bound there, not the requests in flight
-#: (docs/performance.md, "The touch at scale").
+#: 8.9-9.6 s at 16, 5.1-6.4 s at 64 and 9.1 s at 128 on the 2-core dev cluster
+#: (load 7-17), where the API server's CPU is the bound (docs/performance.md,
+#: "The touch at scale").
 TOUCH_CONCURRENCY = 64
 
 #: A job's status as its worker last settled it: a :data:`agent.decide.JobStatus`
