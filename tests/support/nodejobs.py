@@ -227,15 +227,15 @@ def configmap_reader(rbac: client.RbacAuthorizationV1Api, namespace: str) -> Non
     rbac.create_namespaced_role(
         namespace,
         {
-            "metadata": {"name": "ring-launch"},
+            "metadata": {"name": "configmap-reader"},
             "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}],
         },
     )
     rbac.create_namespaced_role_binding(
         namespace,
         {
-            "metadata": {"name": "ring-launch"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ring-launch"},
+            "metadata": {"name": "configmap-reader"},  # not ring-launch: launcher_grant's binding has that name
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "configmap-reader"},
             "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
         },
     )
