@@ -76,4 +76,19 @@ def pod_record(raw: Json, *, default_port: int = DEFAULT_PORT) -> PodRecord:
         super_pod_rank=annotations.get(SUPER_POD_RANK_ANNOTATION),
         registered_ip=registered_ip,
         registration_error=registration_error,
+        mounts=mounted_configmaps(spec),
     )
+
+
+def mounted_configmaps(spec: Json) -> tuple[str, ...]:
+    """The ConfigMaps a pod spec's volumes project (``configMap`` volumes, ``projected`` sources), sorted."""
+    names: set[str] = set()
+    for volume in spec.get("volumes") or ():
+        if not isinstance(volume, dict):
+            continue
+        sources = [volume] + [s for s in (volume.get("projected") or {}).get("sources") or () if isinstance(s, dict)]
+        for source in sources:
+            name = (source.get("configMap") or {}).get("name")
+            if isinstance(name, str) and name:
+                names.add(intern(name))
+    return tuple(sorted(names))

@@ -179,7 +179,10 @@ class PodRecord:
     count (:func:`model.template.member_slots`); ``port_error`` and
     ``slots_error`` say why a malformed rule keeps the pod from counting.
     ``rank_index``, ``hardware`` and ``super_pod_rank`` are the raw Ascend
-    annotations (None when absent), see :mod:`model.ascend`.
+    annotations (None when absent), see :mod:`model.ascend`. ``mounts`` names
+    the ConfigMaps the pod's volumes project (``configMap`` volumes and
+    ``projected`` sources), sorted: only a pod that mounts its spec gains from
+    the controller's touch.
     """
 
     namespace: str
@@ -212,6 +215,7 @@ class PodRecord:
     registered_ip: str = ""
     #: Why the registration annotation is malformed (None: absent or valid).
     registration_error: str | None = None
+    mounts: tuple[str, ...] = ()
 
     @property
     def key(self) -> ObjectKey:

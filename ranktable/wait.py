@@ -407,6 +407,7 @@ def wait_for_spec(
         verdict = judge.judge(obs)
         now = time.monotonic()
         if isinstance(verdict, Ready):
+            progress(f"SPEC_SEEN {time.time():.6f}")  # wall clock, for the benchmarks' stage timing
             spec = verdict.spec
             progress(
                 f"spec completed: epoch {spec.epoch}, {len(spec.members)} members; "

@@ -247,6 +247,9 @@ async def _measure(
         say(
             f"half {half} settled: {len(created)} pods tracked, controller RSS {sample.rss_mb:.1f} MiB, cpu {sample.cpu_s:.1f}s"
         )
+    touching = "--no-touch-pods" not in (args.controller_arg or [])
+    if touching:
+        await _wait_touched(observer, plans, timeout=timeout)
     timings["all_settled"] = round(time.monotonic() - started, 2)
     after_load = proc_sample(controller.pid)
     m_load = (await _scrape(controller)).delta(m_start)
@@ -295,6 +298,13 @@ async def _measure(
         "controller_queue": _queue_figures(m_load),
         "cpu_s": {k: round(v - cpu_start.get(k, 0.0), 2) for k, v in cpu_load.items()},
         "apiserver_ms": _apiserver_figures(apiserver_load),
+        "apiserver_writes": _apiserver_writes(apiserver_load),
+        "controller_writes_per_job": {
+            k: round(v / len(plans), 2)
+            for k, v in sorted(m_load.by_label("ringcontroller_api_requests_total", "verb").items())
+            if k in ("create", "update", "patch", "delete") and v
+        },
+        "touch": _touch_figures(observer, plans, m_load, apiserver_load) if touching else None,
         "configmap_writes": {
             f"{dict(labels)['verb']}/{dict(labels)['result']}": int(v)
             for (n, labels), v in sorted(m_load.samples.items(), key=lambda kv: sorted(kv[0][1]))
@@ -333,7 +343,13 @@ def _cpu_by_process(cluster: Cluster, controller: ControllerProcess) -> dict[str
     return out
 
 
-_APISERVER_SERIES = ("apiserver_request_duration_seconds_sum", "apiserver_request_duration_seconds_count")
+_APISERVER_SERIES = (
+    "apiserver_request_duration_seconds_sum",
+    "apiserver_request_duration_seconds_count",
+    "apiserver_request_total",
+)
+#: The verbs that write (the API server's own names in ``apiserver_request_total``).
+WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
 
 
 async def _apiserver_metrics(api: ApiClient) -> Metrics:
@@ -353,6 +369,7 @@ def _apiserver_figures(m: Metrics) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for verb, resource_name, sub in (
         ("POST", "pods", ""),
+        ("PATCH", "pods", ""),
         ("PATCH", "pods", "status"),
         ("POST", "pods", "binding"),
         ("POST", "configmaps", ""),
@@ -365,6 +382,60 @@ def _apiserver_figures(m: Metrics) -> dict[str, float | None]:
         label = f"{verb} {resource_name}" + (f"/{sub}" if sub else "")
         out[label] = round(total / count * 1000, 2) if count else None
     return out
+
+
+def _apiserver_writes(m: Metrics) -> dict[str, int]:
+    """Writes the API server answered, by ``VERB resource[/subresource]`` (every client: the bench's creates,
+    kwok's status patches, the scheduler's bindings, the controller's writes)."""
+    out: dict[str, int] = {}
+    for (name, labels), value in m.samples.items():
+        if name != "apiserver_request_total" or not value:
+            continue
+        tags = dict(labels)
+        if tags.get("verb") not in WRITE_VERBS:
+            continue
+        key = f"{tags['verb']} {tags.get('resource', '')}" + (
+            f"/{tags['subresource']}" if tags.get("subresource") else ""
+        )
+        out[key] = out.get(key, 0) + int(value)
+    return dict(sorted(out.items()))
+
+
+async def _wait_touched(observer: Observer, plans: list[JobPlan], *, timeout: float) -> None:
+    """Wait until every member of each completed job shows its completion's epoch (the controller's touch)."""
+    wanted = {p.configmap: len(p.slots()) for p in plans}
+
+    def missing() -> int:
+        latest = {c.configmap: c for c in observer.completions}
+        return sum(n - len(observer.touches(latest[cm])) for cm, n in wanted.items() if cm in latest)
+
+    await observer.wait(
+        lambda: missing() == 0, timeout=timeout, what="touches", progress=lambda: f"{missing()} pods untouched"
+    )
+
+
+def _touch_figures(observer: Observer, plans: list[JobPlan], m_load: Metrics, apiserver_load: Metrics) -> Json:
+    """The controller's touches after each initial completion: when the members showed the epoch, what it cost."""
+    completions = [c for c in observer.completions if c.phase == "initial"]
+    per_job = [observer.touches(c) for c in completions]
+    delays = [d for job in per_job for d in job]
+    lasts = [max(job) for job in per_job if job]
+    touched = sum(len(job) for job in per_job)
+    ok = m_load.sum("ringcontroller_pod_touches_total", result="ok")
+    patches = m_load.sum("ringcontroller_api_requests_total", verb="patch")
+    server_patches = apiserver_load.sum("apiserver_request_total", verb="PATCH", resource="pods", subresource="")
+    return {
+        "members": sum(len(p.slots()) for p in plans),
+        "touched": touched,
+        "delay_ms": {k: round(v * 1000, 1) for k, v in percentiles(delays, (50, 90, 99)).items()} if delays else None,
+        "first_ms": round(min(delays) * 1000, 1) if delays else None,
+        "last_ms": round(max(lasts) * 1000, 1) if lasts else None,
+        "pods_per_s": round(touched / max(lasts), 1) if lasts and max(lasts) > 0 else None,
+        "controller_touches_ok": int(ok),
+        "controller_patches": int(patches),
+        "apiserver_pod_patches": int(server_patches),
+        "apiserver_pod_patches_per_job": round(server_patches / len(completions), 1) if completions else None,
+    }
 
 
 def _queue_figures(m: Metrics) -> Json:

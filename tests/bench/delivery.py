@@ -22,9 +22,16 @@ default), which is part of what users get.
 
 In the file modes the pod that stayed reports too: when the new epoch shows
 in its mounted file (the path a supervised trainer restarting in place, or
-any reader of the file, depends on). Output: a table (stdout) and ``--json
-OUT`` (``modes``: [{mode, samples, p50_s, max_s, survivor_samples,
-survivor_p50_s, survivor_max_s}]).
+any reader of the file, depends on).
+
+Each replacement also records the stages of :mod:`tests.bench.stages`
+(container start, the kubelet's PLEG event, Running + IP seen, spec
+completed, touch seen, ``SPEC_SEEN``, TF_CONFIG exported at exec, the
+program's start), in seconds after the replacement's container started.
+
+Output: tables (stdout) and ``--json OUT`` (``modes``: [{mode, samples,
+p50_s, p95_s, max_s, survivor_samples, survivor_p50_s, survivor_max_s,
+stages_s: [per replacement], stages: {stage: {p50, p95, max}}}]).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import sys
 import time
@@ -41,6 +49,7 @@ from typing import Any
 from kubernetes import client, config
 
 from ringdevcluster import ensure_up, node
+from tests.bench import stages
 from tests.support import nodejobs
 from tests.support.clients import workloads_state_dir
 from tests.support.controllerproc import ControllerProcess
@@ -75,7 +84,10 @@ def _say(msg: str) -> None:
 def deployment(name: str, *, mode: str) -> Json:
     """Two ring-launch pods on the real node, the spec in ConfigMap ``rings-config-<name>``."""
     launch = ["ring-launch"] + (["--from-api", "--configmap", f"rings-config-{name}"] if mode == "api" else [])
-    script = f'exec {" ".join(launch)} -- python3 -c "$PROGRAM"'
+    script = (
+        'echo "CONTAINER_START $(date +%s.%N)"; '
+        f'exec {shlex.join([*launch, "--", *nodejobs.EXEC_PREFIX, "python3", "-c"])} "$PROGRAM"'
+    )
     labels = {"app": name, "ring-controller.atlas": "tensorflow"}
     env = [
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
@@ -173,13 +185,17 @@ def measure(
     mode: str,
     repeats: int,
     timeout: float,
-) -> tuple[list[float], list[float]]:
-    """(replacement samples, survivor samples): spec completed -> TF_CONFIG in the new pod, and ->
-    the new epoch in the file of the pod that stayed (file modes only)."""
+    watch: stages.StageWatch,
+    kubelet: stages.KubeletLog,
+) -> tuple[list[float], list[float], list[dict[str, float | None]]]:
+    """(replacement samples, survivor samples, replacement stages): spec completed -> TF_CONFIG in the
+    new pod, -> the new epoch in the file of the pod that stayed (file modes only), and each replacement's
+    stages in seconds after its container started."""
     name = f"deliv-{mode.replace('+', '-')}"
     apps.create_namespaced_deployment(namespace, deployment(name, mode=mode))
     samples: list[float] = []
     survivors: list[float] = []
+    staged: list[dict[str, float | None]] = []
     try:
         epoch, _ = specs.wait(f"rings-config-{name}", 0, timeout=timeout)
         for pod in _running(core, namespace, name):
@@ -187,6 +203,7 @@ def measure(
         for i in range(repeats):
             pods = sorted(_running(core, namespace, name), key=lambda p: p.metadata.creation_timestamp)
             victim = pods[-1].metadata.name
+            kubelet.mark()
             core.delete_namespaced_pod(victim, namespace, grace_period_seconds=0)
             epoch, completed = specs.wait(f"rings-config-{name}", epoch, timeout=timeout)
             while True:  # the replacement: a Running pod not there before
@@ -198,6 +215,7 @@ def measure(
                 time.sleep(0.1)
             seen = _printed(core, namespace, fresh[0].metadata.name, timeout=timeout)
             samples.append(seen - completed)
+            staged.append(_stages(core, namespace, fresh[0], watch=watch, kubelet=kubelet, completed=completed))
             line = f"{mode:10s} #{i}: spec completed (epoch {epoch}) -> TF_CONFIG in {fresh[0].metadata.name}: {seen - completed:.3f}s"
             if mode != "api":
                 stayed = _printed(core, namespace, pods[0].metadata.name, timeout=timeout, epoch=epoch)
@@ -206,7 +224,52 @@ def measure(
             _say(line)
     finally:
         apps.delete_namespaced_deployment(name, namespace, propagation_policy="Foreground")
-    return samples, survivors
+    return samples, survivors, staged
+
+
+#: The stages a replacement passes, in order (``trainer_start``: the program's TFCONFIG line).
+DELIVERY_STAGES = (
+    "pleg",
+    "running_seen",
+    "spec_completed",
+    "touch_seen",
+    "spec_seen",
+    "exec",
+    "trainer_start",
+)
+
+
+def _stages(
+    core: client.CoreV1Api,
+    namespace: str,
+    pod: Any,
+    *,
+    watch: stages.StageWatch,
+    kubelet: stages.KubeletLog,
+    completed: float,
+) -> dict[str, float | None]:
+    """The replacement ``pod``'s stages, seconds after its container started (None where not seen)."""
+    current = core.read_namespaced_pod(pod.metadata.name, namespace)
+    text = core.read_namespaced_pod_log(pod.metadata.name, namespace, container="main")
+    marks = stages.parse_markers(text)
+    program = next((float(w[1]) for w in (line.split() for line in text.splitlines()) if w[:1] == ["TFCONFIG"]), None)
+    seen = watch.pods.get(pod.metadata.uid) or stages.PodTimes(name=pod.metadata.name)
+    cid = next(
+        (c.container_id.split("://", 1)[-1] for c in current.status.container_statuses or [] if c.container_id), None
+    )
+    at: dict[str, float | None] = {
+        "pleg": kubelet.pleg().get(cid) if cid else None,
+        "running_seen": seen.running_seen,
+        "spec_completed": completed,
+        "touch_seen": seen.touch_seen,
+        "spec_seen": marks.get("spec_seen"),
+        "exec": marks.get("exec"),
+        "trainer_start": program,
+    }
+    start = marks.get("container_start")
+    if start is None:
+        return dict.fromkeys(DELIVERY_STAGES)
+    return {k: (round(v - start, 3) if v is not None else None) for k, v in at.items()}
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -215,7 +278,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--delivery", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--modes", default=",".join(MODES), help="default file+touch,file,api")
-    p.add_argument("--repeats", type=int, default=10, help="replacements per mode (default 10)")
+    p.add_argument("--repeats", type=int, default=20, help="replacements per mode (default 20)")
     p.add_argument("--json", type=Path, metavar="OUT", help="write the figures here")
     p.add_argument("--state-dir", type=Path, default=None, help="the cluster (default: the tests' workloads cluster)")
     p.add_argument("--timeout", type=float, default=240.0, help="seconds one step may take")
@@ -227,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m for m in args.modes.split(",") if m]
     state = args.state_dir or workloads_state_dir()
     cluster = ensure_up(state_dir=state, addons=("node",), say=_say)
+    _say(f"kubelet -v={node.KUBELET_VERBOSITY}: {node.set_kubelet_verbosity(cluster.api)}")
     nodejobs.ensure_image(IMAGE, "--controller")
     api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     core, apps, rbac = client.CoreV1Api(api), client.AppsV1Api(api), client.RbacAuthorizationV1Api(api)
@@ -234,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     core.create_namespace({"metadata": {"name": namespace}})
     nodejobs.configmap_reader(rbac, namespace)
     specs = Specs(core, namespace)
+    watch = stages.StageWatch(core, namespace)
+    watch.start()
+    kubelet = stages.KubeletLog(cluster.log_path("kubelet"))
     results: list[Json] = []
     try:
         for mode in modes:
@@ -246,9 +313,10 @@ def main(argv: list[str] | None = None) -> int:
             )
             controller.start()
             try:
-                samples, survivors = measure(
-                    core, apps, specs, namespace=namespace, mode=mode, repeats=args.repeats, timeout=args.timeout
-                )
+                samples, survivors, staged = measure(
+                    core, apps, specs, namespace=namespace, mode=mode, repeats=args.repeats, timeout=args.timeout,
+                    watch=watch, kubelet=kubelet,
+                )  # fmt: skip
             finally:
                 controller.stop()
             results.append(
@@ -256,22 +324,42 @@ def main(argv: list[str] | None = None) -> int:
                     "mode": mode,
                     "samples": [round(s, 3) for s in samples],
                     "p50_s": round(statistics.median(samples), 3),
+                    "p95_s": (stages.quantiles(samples) or {}).get("p95"),
                     "max_s": round(max(samples), 3),
                     "survivor_samples": [round(s, 3) for s in survivors],
                     "survivor_p50_s": round(statistics.median(survivors), 3) if survivors else None,
                     "survivor_max_s": round(max(survivors), 3) if survivors else None,
+                    "stages_s": staged,
+                    "stages": {
+                        k: stages.quantiles(v for r in staged if (v := r.get(k)) is not None) for k in DELIVERY_STAGES
+                    },
                 }
             )
     finally:
         specs.stop()
+        watch.stop()
         core.delete_namespace(namespace, propagation_policy="Background")
     print(
-        "| mode | repeats | -> TF_CONFIG in the new pod, p50 / max (s) | -> new epoch in the file of a pod that stayed, p50 / max (s) |"
+        "| mode | repeats | -> TF_CONFIG in the new pod, p50 / p95 / max (s) "
+        "| -> new epoch in the file of a pod that stayed, p50 / max (s) |"
     )
     print("|---|---|---|---|")
     for r in results:
         stayed = f"{r['survivor_p50_s']:.3f} / {r['survivor_max_s']:.3f}" if r["survivor_samples"] else "-"
-        print(f"| {r['mode']} | {len(r['samples'])} | {r['p50_s']:.3f} / {r['max_s']:.3f} | {stayed} |")
+        print(
+            f"| {r['mode']} | {len(r['samples'])} | {r['p50_s']:.3f} / {r['p95_s']:.3f} / {r['max_s']:.3f} | {stayed} |"
+        )
+    print()
+    print("Replacement stages, seconds after its container started (p50 / p95 / max):")
+    print()
+    print("| mode | " + " | ".join(DELIVERY_STAGES) + " |")
+    print("|---|" + "---|" * len(DELIVERY_STAGES))
+    for r in results:
+        cells = [
+            f"{q['p50']:.3f} / {q['p95']:.3f} / {q['max']:.3f}" if (q := r["stages"].get(k)) else "-"
+            for k in DELIVERY_STAGES
+        ]
+        print(f"| {r['mode']} | " + " | ".join(cells) + " |")
     if args.json:
         args.json.write_text(json.dumps({"modes": results}, indent=2) + "\n")
     return 0

@@ -64,7 +64,8 @@ class JobPlan:
 
     @property
     def configmap(self) -> str:
-        """The ConfigMap the controller writes the spec to (the template mounts none)."""
+        """The ConfigMap the controller writes the spec to; the pods mount it, as file-mode launchers do
+        (kwok mounts nothing, but the controller touches only pods that mount their spec)."""
         return CONFIGMAP_PREFIX + self.name
 
     def slots(self) -> list[str]:
@@ -202,7 +203,7 @@ class Load:
             namespace=self.namespace,
             tasks=[(TASK, plan.pods)],
             runtime=runtime,
-            template=pod_template(runtime=runtime, label_key=self.label_key),
+            template=pod_template(runtime=runtime, label_key=self.label_key, configmap=plan.configmap),
             label_key=self.label_key,
         )
         async with self._limit:

@@ -9,6 +9,9 @@ on the API server's watch streams, as a training pod would feel it:
   which the bench sets at creation). Members are slots ``<job>/<index>`` read
   from Volcano's labels, so a replacement pod with another name takes its
   predecessor's place;
+- the same pod watch notes when each pod first shows each value of the
+  controller's epoch annotation (``--touch-pods``): :meth:`Observer.touches`
+  gives a completion's touch times;
 - a ConfigMap watch (the controller's managed label) notes each
   ``cluster.json`` whose ``status`` is ``completed`` with an epoch not seen
   completed before. At that moment the job's latency is
@@ -38,7 +41,7 @@ from typing import Any
 from kubernetes_asyncio.client import ApiClient
 
 from agent.api import ApiError
-from model.keys import MANAGED_LABEL, MANAGED_VALUE, VOLCANO_JOB_NAME, VOLCANO_TASK_INDEX
+from model.keys import EPOCH_ANNOTATION, MANAGED_LABEL, MANAGED_VALUE, VOLCANO_JOB_NAME, VOLCANO_TASK_INDEX
 from ranktable.clusterspec import CLUSTER_FILE, STATUS_COMPLETED
 from ranktable.stored import files_from_configmap
 from ringcontroller import kube
@@ -51,10 +54,11 @@ __all__ = ["Completion", "Observer", "PodSeen"]
 
 @dataclass
 class PodSeen:
-    """The current pod of a member slot and when it first counted."""
+    """The current pod of a member slot, when it first counted, and when each epoch annotation showed."""
 
     uid: str
     running_at: float | None = None
+    touched_at: dict[str, float] = field(default_factory=dict)  # EPOCH_ANNOTATION value -> first seen
 
 
 def _slot(meta: Json) -> str:
@@ -135,6 +139,13 @@ class Observer:
             return sum(1 for p in self.pods.values() if p.running_at is not None)
         return sum(1 for n in slots if (p := self.pods.get(n)) is not None and p.running_at is not None)
 
+    def touches(self, completion: Completion) -> list[float]:
+        """Seconds from ``completion`` to each of its members' pods showing its epoch (the controller's
+        touch), for the members seen touched so far."""
+        slots = self.members.get(completion.configmap) or []
+        times = [p.touched_at.get(str(completion.epoch)) for n in slots if (p := self.pods.get(n)) is not None]
+        return [t - completion.at for t in times if t is not None]
+
     def completed(self, configmaps: list[str] | None = None) -> int:
         """How many of ``configmaps`` (default: all expected) show a completed spec now."""
         names = list(self.members) if configmaps is None else configmaps
@@ -211,6 +222,9 @@ class Observer:
             return  # a predecessor on its way out: never the slot's current pod
         if seen is None or seen.uid != uid:
             seen = self.pods[slot] = PodSeen(uid=uid)
+        epoch = (meta.get("annotations") or {}).get(EPOCH_ANNOTATION)
+        if epoch is not None:
+            seen.touched_at.setdefault(str(epoch), now)
         status = obj.get("status") or {}
         if (
             seen.running_at is None

@@ -137,6 +137,18 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _touch_row(touch: Json | None) -> str:
+    if not touch:
+        return "-"
+    delay = touch.get("delay_ms") or {}
+    return (
+        f"{touch['touched']}/{touch['members']}, {_fmt(touch.get('last_ms'))} "
+        f"({_fmt(touch.get('pods_per_s'))} pods/s), {'/'.join(_fmt(delay.get(k)) for k in ('p50', 'p90', 'p99'))}; "
+        f"PATCH pods on the API server: {_fmt(touch.get('apiserver_pod_patches'))} "
+        f"({_fmt(touch.get('apiserver_pod_patches_per_job'))} per job)"
+    )
+
+
 def render_table(result: Json) -> str:
     """The human summary of one run (stdout)."""
     s = result["scenario"]
@@ -165,6 +177,18 @@ def render_table(result: Json) -> str:
         ("controller_rss_mb (peak)", result.get("controller_rss_mb")),
         ("rss_per_pod_kib", result.get("rss_per_pod_kib")),
         ("configmap_writes_per_job", result.get("configmap_writes_per_job")),
+        (
+            "controller writes per job",
+            ", ".join(f"{k}={_fmt(v)}" for k, v in (result.get("controller_writes_per_job") or {}).items()),
+        ),
+        (
+            "touches: pods, last (ms), delay p50/p90/p99 (ms)",
+            _touch_row(result.get("touch")),
+        ),
+        (
+            "API server writes (all clients)",
+            ", ".join(f"{k}={_fmt(v)}" for k, v in (result.get("apiserver_writes") or {}).items()),
+        ),
         ("api_requests", ", ".join(f"{k}={_fmt(v)}" for k, v in sorted((result.get("api_requests") or {}).items()))),
         ("spec max bytes / limit", f"{_fmt(result['spec']['max_bytes'])} / {_fmt(result['spec']['limit_bytes'])}"),
         ("jobs completed / SpecTooLarge", f"{result['spec']['completed_jobs']} / {result['spec']['too_large_events']}"),

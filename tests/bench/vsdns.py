@@ -8,23 +8,34 @@ each worker count and repeat, one TrainJob per runtime (:mod:`tests.support.node
   controller's headless Service, ``publishNotReadyAddresses``);
 * ``ring-file``: ``ring-launch`` on the kubelet-mounted ``rings-config``
   volume, the controller touching the member pods (the default);
-* ``ring-api``: ``ring-launch --from-api``.
+* ``ring-api``: ``ring-launch --from-api``;
+* ``ring-registered``: ``ring-api`` with self-registration (issue 24: the
+  launcher announces itself on its own pod; the controller counts it without
+  waiting for the kubelet's Running status). It fails at once, saying why,
+  where the checkout lacks that feature (:func:`tests.support.nodejobs.check_registration`).
 
 Per run, seconds from the TrainJob's creation to: the last worker container
-started (``last_start_s``), every worker having ``TF_CONFIG``
-(``tf_config_s``: train.py's start, which the launcher execs with TF_CONFIG
-set) and every worker past its first training step (``first_step_s``), all
-read from the containers' own clocks (this machine's). The discovery overhead
-is ``tf_config_s - last_start_s``: what each runtime adds on top of starting
-pods. Runtimes take turns within a repeat, so drift in the machine's load hits
-them alike. ring-controller runs as a process on this machine (its image and
-the shipped Deployment are tested elsewhere).
+started (``last_start_s``), TF_CONFIG exported in every worker
+(``exported_s``: the command the launcher execs prints it), train.py started
+everywhere (``tf_config_s``, the figure before stage timing) and every worker
+past its first training step (``first_step_s``, end to end), all read from
+the containers' own clocks (this machine's). The discovery overhead is
+``exported_s - last_start_s``: what each runtime adds on top of starting
+pods. Every run also records the stages of :mod:`tests.bench.stages`
+(``stages_s``, and per worker ``worker_stages_s``), the kubelet's PLEG among
+them: the bench sets the node's kubelet to ``-v=2`` at run time
+(:func:`ringdevcluster.node.set_kubelet_verbosity`, no restart). Runtimes take
+turns within a repeat, so drift in the machine's load hits them alike.
+ring-controller runs as a process on this machine (its image and the shipped
+Deployment are tested elsewhere).
 
-Output: a table (stdout), ``--json OUT`` (keys ``runs``: [{runtime, workers,
-repeat, last_start_s, tf_config_s, first_step_s, overhead_s, workers_seen}],
-``by``: per runtime and worker count p50/max, ``ratio_overhead_p50``: the DNS
-p50 overhead over the best ring-controller p50 over all runs, and
-``ratio_overhead_p50_by_workers``), ``--plot OUT.png`` (overhead per runtime and worker count).
+Output: tables (stdout), ``--json OUT`` (keys ``runs``: [{runtime, workers,
+repeat, last_start_s, exported_s, tf_config_s, first_step_s, overhead_s,
+workers_seen, stages_s, worker_stages_s}], ``by``: per runtime and worker
+count p50/p95/max of each figure and ``stages`` (:func:`tests.bench.stages.summarise_stages`),
+``ratio_overhead_p50``: the DNS p50 overhead over the best ring-controller
+p50 over all runs, and ``ratio_overhead_p50_by_workers``), ``--plot OUT.png``
+(the discovery stages stacked, and end to end, per runtime and worker count).
 """
 
 from __future__ import annotations
@@ -41,7 +52,8 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from ringdevcluster import ensure_up
+from ringdevcluster import ensure_up, node
+from tests.bench import stages
 from tests.support import nodejobs
 from tests.support.clients import workloads_state_dir
 from tests.support.controllerproc import ControllerProcess
@@ -64,9 +76,12 @@ def run_one(
     workers: int,
     name: str,
     timeout: float,
+    watch: stages.StageWatch,
+    kubelet: stages.KubeletLog,
 ) -> Json:
     """One TrainJob from creation to its pods' end; its figures (seconds from creation)."""
     body = nodejobs.trainjob(kind, name, runtime_name=runtime_name, workers=workers)
+    kubelet.mark()
     created = time.time()
     custom.create_namespaced_custom_object(*nodejobs.TRAINER, namespace, "trainjobs", body)
     try:
@@ -88,16 +103,59 @@ def run_one(
     configs = [w.result["timestamps"]["start"] for w in logs if w.result]
     steps = [w.result["timestamps"]["first_step"] for w in logs if w.result]
     seen = {len(w.tf_config["cluster"]["worker"]) for w in logs if w.tf_config}
+    per_worker = worker_stages(pods, logs, watch=watch, pleg=kubelet.pleg(), configmap=f"rings-config-{name}")
+    at = stages.run_stages(per_worker, created=created)
     run = {
         "runtime": kind,
         "workers": workers,
         "last_start_s": round(max(starts) - created, 3),
+        "exported_s": at["exec"],
         "tf_config_s": round(max(configs) - created, 3),
         "first_step_s": round(max(steps) - created, 3),
         "workers_seen": sorted(seen),
+        "stages_s": at,
+        "worker_stages_s": [
+            {k: (round(v - created, 3) if v is not None else None) for k, v in w.items()} for w in per_worker
+        ],
     }
-    run["overhead_s"] = round(run["tf_config_s"] - run["last_start_s"], 3)
+    exported = run["exported_s"] if run["exported_s"] is not None else run["tf_config_s"]
+    run["overhead_s"] = round(exported - run["last_start_s"], 3)
     return run
+
+
+def worker_stages(
+    pods: list[Any],
+    logs: list[nodejobs.WorkerLog],
+    *,
+    watch: stages.StageWatch,
+    pleg: dict[str, float],
+    configmap: str,
+) -> list[dict[str, float | None]]:
+    """Each worker's stage times (wall clock) from its log, the watches and the kubelet's PLEG lines."""
+    out = []
+    for pod, log in zip(pods, logs, strict=True):
+        marks = stages.parse_markers(log.text)
+        seen = watch.pods.get(pod.metadata.uid) or stages.PodTimes(name=pod.metadata.name)
+        cid = next(
+            (c.container_id.split("://", 1)[-1] for c in pod.status.container_statuses or [] if c.container_id),
+            seen.container_id,
+        )
+        timestamps = (log.result or {}).get("timestamps") or {}
+        out.append(
+            {
+                "container_start": marks.get("container_start"),
+                "pleg": pleg.get(cid) if cid else None,
+                "running_seen": seen.running_seen,
+                "registered_seen": seen.registered_seen,
+                "spec_completed": watch.completed.get(configmap),
+                "touch_seen": seen.touch_seen,
+                "spec_seen": marks.get("spec_seen"),
+                "exec": marks.get("exec"),
+                "trainer_start": timestamps.get("start"),
+                "first_step": timestamps.get("first_step"),
+            }
+        )
+    return out
 
 
 def wait_gone(core: client.CoreV1Api, namespace: str, *, timeout: float = 120.0) -> None:
@@ -109,17 +167,33 @@ def wait_gone(core: client.CoreV1Api, namespace: str, *, timeout: float = 120.0)
         time.sleep(0.5)
 
 
+FIGURES = ("last_start_s", "exported_s", "tf_config_s", "first_step_s", "overhead_s")
+#: Stage columns of the stage table, after the last container start.
+STAGE_LABELS = {
+    "pleg": "PLEG",
+    "running_seen": "Running+IP seen",
+    "registered_seen": "registered seen",
+    "spec_completed": "spec completed",
+    "touch_seen": "touch seen",
+    "spec_seen": "SPEC_SEEN",
+    "exec": "TF_CONFIG exported",
+    "trainer_start": "train.py start",
+}
+
+
 def summarise(runs: list[Json]) -> Json:
-    """p50/max per runtime and worker count, and the overhead ratios."""
+    """p50/p95/max per runtime and worker count (figures and stages), and the overhead ratios."""
     out: Json = {"by": [], "ratio_overhead_p50": None, "ratio_overhead_p50_by_workers": {}}
     groups: dict[tuple[str, int], list[Json]] = {}
     for r in runs:
         groups.setdefault((r["runtime"], r["workers"]), []).append(r)
-    for (kind, workers), rs in sorted(groups.items()):
+    order = {k: i for i, k in enumerate(nodejobs.RUNTIMES)}
+    for (kind, workers), rs in sorted(groups.items(), key=lambda kv: (kv[0][1], order.get(kv[0][0], 99))):
         row: Json = {"runtime": kind, "workers": workers, "runs": len(rs)}
-        for key in ("last_start_s", "tf_config_s", "first_step_s", "overhead_s"):
-            values = [r[key] for r in rs]
-            row[key] = {"p50": round(statistics.median(values), 3), "max": round(max(values), 3)}
+        for key in FIGURES:
+            row[key] = stages.quantiles(r[key] for r in rs if r.get(key) is not None)
+        if all("stages_s" in r for r in rs):
+            row["stages"] = stages.summarise_stages(rs, order=stages.CHAINS[kind])
         out["by"].append(row)
 
     def ratio(rows: list[Json]) -> float | None:
@@ -139,59 +213,145 @@ def summarise(runs: list[Json]) -> Json:
     return out
 
 
+def _cell(q: Json | None) -> str:
+    return "-" if not q else f"{q['p50']:.2f} / {q['p95']:.2f} / {q['max']:.2f}"
+
+
 def render(summary: Json) -> str:
     lines = [
-        "| runtime | workers | runs | last container started (s) | TF_CONFIG everywhere (s) | first step (s) "
-        "| discovery overhead (s) |",
+        "| runtime | workers | runs | last container started (s) | TF_CONFIG exported everywhere (s) "
+        "| every worker past step 1 (s) | discovery overhead (s) |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in summary["by"]:
-
-        def cell(key: str, r: Json = r) -> str:
-            return f"{r[key]['p50']:.2f} / {r[key]['max']:.2f}"
-
         lines.append(
-            f"| {r['runtime']} | {r['workers']} | {r['runs']} | {cell('last_start_s')} | {cell('tf_config_s')} "
-            f"| {cell('first_step_s')} | {cell('overhead_s')} |"
+            f"| {r['runtime']} | {r['workers']} | {r['runs']} | {_cell(r['last_start_s'])} | {_cell(r['exported_s'])} "
+            f"| {_cell(r['first_step_s'])} | {_cell(r['overhead_s'])} |"
         )
     lines.append("")
-    lines.append("p50 / max. Discovery overhead = TF_CONFIG everywhere - last container started.")
+    lines.append(
+        "p50 / p95 / max, seconds from the TrainJob's creation. "
+        "Discovery overhead = TF_CONFIG exported everywhere - last container started."
+    )
     ratios = ", ".join(f"{k} workers: {v}x" for k, v in summary["ratio_overhead_p50_by_workers"].items())
     lines.append(
         f"DNS overhead p50 / best ring-controller overhead p50: {ratios}; all runs: {summary['ratio_overhead_p50']}x"
     )
+    lines.append("")
+    lines.append(
+        "Stages, seconds after the last container started until every worker had passed each (p50 / p95 / max):"
+    )
+    lines.append("")
+    lines.append("| runtime | workers | " + " | ".join(STAGE_LABELS.values()) + " |")
+    lines.append("|---|---|" + "---|" * len(STAGE_LABELS))
+    for r in summary["by"]:
+        after = (r.get("stages") or {}).get("after_start") or {}
+        lines.append(
+            f"| {r['runtime']} | {r['workers']} | " + " | ".join(_cell(after.get(k)) for k in STAGE_LABELS) + " |"
+        )
     return "\n".join(lines)
 
 
-def plot(runs: list[Json], path: Path) -> None:
-    """Bars: discovery overhead p50 (with max as a whisker) per runtime and worker count."""
+#: Colours of the stacked stages (increments ending at each stage) and of end to end.
+STAGE_COLORS = {
+    "pleg": "#7f8c8d",
+    "running_seen": "#c0392b",
+    "registered_seen": "#8e44ad",
+    "spec_completed": "#f39c12",
+    "touch_seen": "#16a085",
+    "spec_seen": "#2471a3",
+    "exec": "#27ae60",
+}
+
+
+def plot(summary: Json, path: Path) -> None:
+    """Left: the discovery overhead's stages stacked (p50 of each increment; a tick marks the overhead's own
+    p50, a whisker its p95) per runtime and worker count. Right: end to end, stacked (p50s)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
-    kinds = [k for k in nodejobs.RUNTIMES if any(r["runtime"] == k for r in runs)]
-    sizes = sorted({r["workers"] for r in runs})
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    rows = summary["by"]
+    kinds = [k for k in nodejobs.RUNTIMES if any(r["runtime"] == k for r in rows)]
+    sizes = sorted({r["workers"] for r in rows})
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5.6))
     width = 0.8 / max(1, len(kinds))
-    colors = {"dns": "#c0392b", "ring-file": "#2471a3", "ring-api": "#27ae60"}
+    labelled: set[str] = set()
+    ring = [r["overhead_s"] for r in rows if r["runtime"] != "dns"] or [r["overhead_s"] for r in rows]
+    top = max(q["p95"] for q in ring) * 1.35
+    ax1.set_ylim(0, top)
+    highest = 0.0
     for i, kind in enumerate(kinds):
-        for ax, key in ((ax1, "overhead_s"), (ax2, "first_step_s")):
-            p50, top = [], []
-            for n in sizes:
-                values = [r[key] for r in runs if r["runtime"] == kind and r["workers"] == n]
-                p50.append(statistics.median(values) if values else 0.0)
-                top.append((max(values) if values else 0.0) - (statistics.median(values) if values else 0.0))
-            xs = [j + (i - (len(kinds) - 1) / 2) * width for j in range(len(sizes))]
-            ax.bar(xs, p50, width, yerr=[[0] * len(top), top], capsize=3, label=kind, color=colors.get(kind))
-    ax1.set_title("discovery overhead: TF_CONFIG everywhere - last container started")
-    ax2.set_title("TrainJob created -> every worker past step 1")
+        for j, n in enumerate(sizes):
+            row = next((r for r in rows if r["runtime"] == kind and r["workers"] == n), None)
+            if row is None:
+                continue
+            x = j + (i - (len(kinds) - 1) / 2) * width
+            cuts = (row.get("stages") or {}).get("segments") or {}
+            bottom = 0.0
+            for stage, color in STAGE_COLORS.items():
+                q = cuts.get(stage)
+                if not q or q["p50"] <= 0:
+                    continue
+                labelled.add(stage)
+                ax1.bar(x, q["p50"], width * 0.9, bottom=bottom, color=color)
+                bottom += q["p50"]
+            over = row["overhead_s"]
+            ax1.errorbar(x, over["p50"], yerr=[[0], [over["p95"] - over["p50"]]], fmt="k_", capsize=3, ms=12)
+            if kind == "dns":  # off the scale of the others: its height as a label
+                ax1.text(x, top * 0.97, f"dns {over['p50']:.1f}s", ha="center", va="top", fontsize=7, rotation=90)
+            else:
+                ax1.text(x, max(bottom, over["p95"]) + top * 0.01, kind.replace("ring-", ""), ha="center",
+                         va="bottom", fontsize=7, rotation=90)  # fmt: skip
+            created_start = row["last_start_s"]["p50"]
+            exported = row["exported_s"]["p50"] if row["exported_s"] else created_start
+            first = row["first_step_s"]["p50"]
+            parts = [
+                ("created -> last container start", created_start, "#bdc3c7"),
+                ("-> TF_CONFIG exported", exported - created_start, "#27ae60"),
+                ("-> every worker past step 1", first - exported, "#34495e"),
+            ]
+            bottom = 0.0
+            for label, value, color in parts:
+                ax2.bar(x, value, width * 0.9, bottom=bottom, color=color, label=label if (i, j) == (0, 0) else None)
+                bottom += value
+            highest = max(highest, bottom)
+            ax2.text(x, bottom + 0.2, kind.replace("ring-", ""), ha="center", va="bottom", fontsize=7, rotation=90)
+    ax1.set_title("discovery overhead by stage (last container started -> TF_CONFIG exported)")
+    ax2.set_title("end to end: TrainJob created -> every worker past step 1")
+    ax2.set_ylim(0, highest * 1.3)
     for ax in (ax1, ax2):
         ax.set_xticks(range(len(sizes)), [f"{n} workers" for n in sizes])
-        ax.set_ylabel("seconds (bar p50, whisker max)")
-        ax.legend()
+        ax.set_ylabel("seconds (p50; overhead: tick p50, whisker p95)" if ax is ax1 else "seconds (p50)")
+    handles = [Patch(color=c, label=STAGE_LABELS[k]) for k, c in STAGE_COLORS.items() if k in labelled]
+    below = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.09), "fontsize": 7}
+    ax1.legend(handles=handles, ncol=4, title="increment ending at", title_fontsize=7, **below)
+    ax2.legend(ncol=3, **below)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+#: A runtime that failed this many runs is left out of the rest of the measurement.
+MAX_FAILURES = 3
+
+
+def _schedule(args: argparse.Namespace, sizes: list[int], kinds: list[str]) -> list[tuple[int, int, str]]:
+    """(repeat, workers, runtime) in run order: runtimes take turns within a repeat."""
+    return [
+        (repeat, workers, kind)
+        for repeat in range(args.repeats)
+        for workers in sizes
+        for kind in kinds
+        if not (kind == "dns" and args.dns_repeats is not None and repeat >= args.dns_repeats)
+    ]
+
+
+def _write(path: Path | None, runs: list[Json], failures: list[Json]) -> None:
+    """The JSON so far (after every run, so a long measurement cut short keeps what it measured)."""
+    if path is not None:
+        path.write_text(json.dumps({"runs": runs, **summarise(runs), "failures": failures}, indent=2) + "\n")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -202,10 +362,23 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--vs-dns", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--workers", default="2,4,8", help="worker counts, comma-separated (default 2,4,8)")
-    p.add_argument("--repeats", type=int, default=5, help="runs per runtime and worker count (default 5)")
-    p.add_argument("--runtimes", default=",".join(nodejobs.RUNTIMES), help="default dns,ring-file,ring-api")
+    p.add_argument("--repeats", type=int, default=20, help="runs per runtime and worker count (default 20)")
+    p.add_argument(
+        "--dns-repeats",
+        type=int,
+        default=None,
+        help="runs of the dns runtime per worker count (default: --repeats; its overhead is two 5 s probe rounds)",
+    )
+    p.add_argument(
+        "--runtimes",
+        default=",".join(nodejobs.RUNTIMES),
+        help=f"default {','.join(nodejobs.RUNTIMES)} (ring-registered needs self-registration, issue 24)",
+    )
     p.add_argument("--steps", type=int, default=3, help="training steps per run (default 3)")
-    p.add_argument("--json", type=Path, metavar="OUT", help="write the figures here")
+    p.add_argument("--json", type=Path, metavar="OUT", help="write the figures here (rewritten after every run)")
+    p.add_argument(
+        "--deadline", type=float, default=None, metavar="SECONDS", help="start no run after this many seconds"
+    )
     p.add_argument("--plot", type=Path, metavar="OUT.png", help="draw the figures (needs matplotlib)")
     p.add_argument("--state-dir", type=Path, default=None, help="the cluster (default: the tests' workloads cluster)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds one run may take")
@@ -217,23 +390,34 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(x) for x in args.workers.split(",") if x]
     kinds = [k for k in args.runtimes.split(",") if k]
     state = args.state_dir or workloads_state_dir()
+    if "ring-registered" in kinds:
+        nodejobs.check_registration()
     cluster = ensure_up(state_dir=state, addons=COMPONENTS, say=_say)
+    _say(f"kubelet -v={node.KUBELET_VERBOSITY}: {node.set_kubelet_verbosity(cluster.api)}")
     nodejobs.ensure_trainer_images()
     api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     core, custom, rbac = client.CoreV1Api(api), client.CustomObjectsApi(api), client.RbacAuthorizationV1Api(api)
     namespace = f"vsdns-{os.getpid()}"
     core.create_namespace({"metadata": {"name": namespace}})
     nodejobs.configmap_reader(rbac, namespace)
+    if "ring-registered" in kinds:
+        nodejobs.launcher_grant(api, namespace)
     data = nodejobs.make_data(Path(state) / "bench-cifar10")
     log_dir = Path(state) / "logs"
     controller = ControllerProcess(
         kubeconfig=str(cluster.kubeconfig),
         namespace=namespace,
         log_path=log_dir / f"vsdns-controller-{os.getpid()}.log",
+        extra=nodejobs.REGISTER_CONTROLLER_ARGS if "ring-registered" in kinds else [],
     )
+    watch = stages.StageWatch(core, namespace)
+    watch.start()
+    kubelet = stages.KubeletLog(cluster.log_path("kubelet"))
     controller.start()
     runtimes = {k: f"{namespace}-{k}" for k in kinds}
     runs: list[Json] = []
+    failures: list[Json] = []
+    failed: dict[str, int] = {}
     try:
         for kind, name in runtimes.items():
             custom.create_cluster_custom_object(
@@ -241,24 +425,42 @@ def main(argv: list[str] | None = None) -> int:
                 "clustertrainingruntimes",
                 nodejobs.runtime(kind, name, data_dir=data, steps=args.steps),
             )
-        for repeat in range(args.repeats):
-            for workers in sizes:
-                for kind in kinds:
-                    wait_gone(core, namespace)
-                    name = f"{kind.replace('ring-', 'r')}-{workers}w-{repeat}"
-                    run = run_one(
-                        core, custom, namespace=namespace, kind=kind, runtime_name=runtimes[kind],
-                        workers=workers, name=name, timeout=args.timeout,
-                    )  # fmt: skip
-                    run["repeat"] = repeat
-                    runs.append(run)
-                    _say(
-                        f"{kind:9s} {workers} workers #{repeat}: last start {run['last_start_s']:.2f}s, "
-                        f"TF_CONFIG {run['tf_config_s']:.2f}s (+{run['overhead_s']:.2f}s), "
-                        f"first step {run['first_step_s']:.2f}s, workers seen {run['workers_seen']}"
-                    )
+        started = time.monotonic()
+        for repeat, workers, kind in _schedule(args, sizes, kinds):
+            if args.deadline is not None and time.monotonic() - started > args.deadline:
+                _say(f"--deadline {args.deadline:g}s passed: no more runs (at repeat {repeat})")
+                break
+            if failed.get(kind, 0) >= MAX_FAILURES:
+                continue
+            wait_gone(core, namespace)
+            name = f"{kind.replace('ring-', 'r')}-{workers}w-{repeat}"
+            try:
+                run = run_one(
+                    core, custom, namespace=namespace, kind=kind, runtime_name=runtimes[kind],
+                    workers=workers, name=name, timeout=args.timeout, watch=watch, kubelet=kubelet,
+                )  # fmt: skip
+            except (RuntimeError, AssertionError, ApiException) as err:
+                failed[kind] = failed.get(kind, 0) + 1
+                failures.append({"runtime": kind, "workers": workers, "repeat": repeat, "error": str(err)[:2000]})
+                _say(f"{kind} {workers} workers #{repeat} FAILED ({failed[kind]}/{MAX_FAILURES}): {str(err)[:300]}")
+                _write(args.json, runs, failures)
+                continue
+            run["repeat"] = repeat
+            runs.append(run)
+            _write(args.json, runs, failures)
+            after = {
+                k: f"{v - run['last_start_s']:+.2f}"
+                for k, v in run["stages_s"].items()
+                if v is not None and k in STAGE_LABELS
+            }
+            _say(
+                f"{kind:15s} {workers} workers #{repeat}: last start {run['last_start_s']:.2f}s, "
+                f"TF_CONFIG +{run['overhead_s']:.2f}s, first step {run['first_step_s']:.2f}s, "
+                f"workers seen {run['workers_seen']}; stages {after}"
+            )
     finally:
         controller.stop()
+        watch.stop()
         for name in runtimes.values():
             try:
                 custom.delete_cluster_custom_object(*nodejobs.TRAINER, "clustertrainingruntimes", name)
@@ -267,10 +469,11 @@ def main(argv: list[str] | None = None) -> int:
         core.delete_namespace(namespace, propagation_policy="Background")
     summary = summarise(runs)
     print(render(summary))
-    if args.json:
-        args.json.write_text(json.dumps({"runs": runs, **summary}, indent=2) + "\n")
-    if args.plot:
-        plot(runs, args.plot)
+    for f in failures:
+        print(f"FAILED: {f['runtime']} {f['workers']} workers #{f['repeat']}: {f['error'][:200]}")
+    _write(args.json, runs, failures)
+    if args.plot and runs:
+        plot(summary, args.plot)
         _say(f"plot: {args.plot}")
     return 0
 

@@ -140,7 +140,7 @@ def run_job(
 ) -> Json:
     """A Volcano Job with its pods, as Volcano creates them; returns the completed spec."""
     tasks = tasks or [("chief", 1), ("worker", 2)]
-    templates = {t: pod_template(port=4000 + i) for i, (t, _) in enumerate(tasks)}
+    templates = {t: pod_template(port=4000 + i, configmap=f"rings-config-{name}") for i, (t, _) in enumerate(tasks)}
     job = create_volcano_job(k8s, namespace, volcano_job(name, tasks=tasks, templates=templates))
     create_pods(k8s, job, all_members(job))
     return wait_spec(k8s, namespace, f"rings-config-{name}", timeout=timeout)

@@ -10,15 +10,24 @@ nothing of their logic changed:
   TrainJob adds the volume through ``runtimePatches``, since a shared runtime
   cannot name a per-job ConfigMap);
 * ``ring-api``: the same example as shipped, ``ring-launch.pyz --from-api``
-  (the pods' ServiceAccount may read ConfigMaps: :func:`configmap_reader`).
+  (the pods' ServiceAccount may read ConfigMaps: :func:`configmap_reader`);
+* ``ring-registered``: ``ring-api`` with self-registration (issue 24): the
+  pods run as ServiceAccount ``ring-launch`` (``build/launcher-rbac.yaml``,
+  :func:`launcher_grant`), the launcher announces itself on its own pod
+  (:data:`REGISTER_LAUNCH_ARGS`), the TrainJob opts in
+  (:data:`REGISTER_JOB_ANNOTATION`) and the controller runs with
+  :data:`REGISTER_CONTROLLER_ARGS`; :func:`check_registration` fails clearly
+  where the checkout lacks the feature.
 
 All run the trainer image (``ring-trainer:0.1.0``, ``build/image.sh
 --trainer``) on the real node, read CIFAR-10 batches from a host directory,
 train ``STEPS`` steps and print one ``RESULT {json}`` line (train.py
 ``--result -``). The container's first command prints
-``CONTAINER_START <unix time>`` before anything else, so the log says when
-the container started, when ``TF_CONFIG`` was there (train.py's start: the
-launcher execs it with TF_CONFIG set) and when the first step ended.
+``CONTAINER_START <unix time>`` before anything else, and the command the
+launcher (or the DNS prober) execs prints ``TF_CONFIG_EXEC <unix time>``
+(:data:`EXEC_MARKER`) before it execs train.py, so the log says when the
+container started, when ``TF_CONFIG`` was exported, when train.py started
+and when the first step ended (``tests/bench/stages.py`` reads the rest).
 
 The image, server-side apply, data and log markers are
 :mod:`ringdevcluster.harness`'s (the demo on the real node uses them too);
@@ -28,6 +37,8 @@ they are re-exported here.
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -36,6 +47,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from model.keys import SELF_REGISTER_ANNOTATION
 from ringdevcluster import node
 from ringdevcluster.harness import REPO, TRAINER_IMAGE, WorkerLog, apply, delete, ensure_image, make_data, parse_log
 
@@ -43,7 +55,13 @@ __all__ = [
     "BASELINE",
     "CONFIG_DIR",
     "CONTROLLER_IMAGE",
+    "EXEC_MARKER",
+    "EXEC_PREFIX",
     "LAUNCH",
+    "LAUNCHER_ACCOUNT",
+    "REGISTER_CONTROLLER_ARGS",
+    "REGISTER_JOB_ANNOTATION",
+    "REGISTER_LAUNCH_ARGS",
     "PORT",
     "RING_RUNTIME",
     "RUNTIMES",
@@ -52,10 +70,12 @@ __all__ = [
     "TRAINER_IMAGE",
     "WorkerLog",
     "apply",
+    "check_registration",
     "configmap_reader",
     "delete",
     "ensure_image",
     "ensure_trainer_images",
+    "launcher_grant",
     "logs",
     "make_data",
     "parse_log",
@@ -68,13 +88,24 @@ __all__ = [
 
 Json = dict[str, Any]
 
-RUNTIMES = ("dns", "ring-file", "ring-api")
+RUNTIMES = ("dns", "ring-file", "ring-api", "ring-registered")
 TRAINER = ("trainer.kubeflow.org", "v1alpha1")
 BASELINE = REPO / "build" / "examples" / "baseline" / "tensorflow-dns-runtime.yaml"
 RING_RUNTIME = REPO / "build" / "examples" / "trainer" / "tensorflow-runtime.yaml"
 CONFIG_DIR = "/etc/ring-config"
 #: Prints the container's start before the launcher runs (dash and GNU date are in the image).
 START_MARKER = 'echo "CONTAINER_START $(date +%s.%N)"; exec "$@"'
+#: Printed by the command the launcher execs, TF_CONFIG in its environment, before train.py.
+EXEC_MARKER = "TF_CONFIG_EXEC"
+EXEC_PREFIX = ["sh", "-c", f'echo "{EXEC_MARKER} $(date +%s.%N)"; exec "$@"', "sh"]
+#: Self-registration (issue 24, part 2), in one place: the launcher's option (what
+#: ``ring-launch`` needs to register itself; empty if it does so unasked), the
+#: controller's flag, the TrainJob's opt-in annotation, the pods' ServiceAccount.
+REGISTER_LAUNCH_ARGS = ["--register"]
+REGISTER_CONTROLLER_ARGS = ["--self-registration"]
+REGISTER_JOB_ANNOTATION = SELF_REGISTER_ANNOTATION
+LAUNCHER_ACCOUNT = "ring-launch"
+LAUNCHER_RBAC = REPO / "build" / "launcher-rbac.yaml"
 PORT = 12345
 #: The controller image: the examples' init container copies ring-launch.pyz from it into trainer pods.
 CONTROLLER_IMAGE = "ring-controller:0.1.0"
@@ -111,11 +142,17 @@ def runtime(kind: str, name: str, *, data_dir: Path, steps: int = 3, delay_index
     container["image"] = TRAINER_IMAGE
     container["imagePullPolicy"] = "IfNotPresent"
     launch = ["python", "/app/dns_probe.py", "--"] if kind == "dns" else list(LAUNCH)
-    if kind == "ring-api":
+    if kind in ("ring-api", "ring-registered"):
         launch.append("--from-api")
+    if kind == "ring-registered":
+        launch += REGISTER_LAUNCH_ARGS
+        spec["serviceAccountName"] = LAUNCHER_ACCOUNT
+        container.setdefault("env", []).append(
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+        )
     if kind != "dns":
         launch.append("--")
-    container["command"] = ["sh", "-c", START_MARKER, "sh", *launch]
+    container["command"] = ["sh", "-c", START_MARKER, "sh", *launch, *EXEC_PREFIX]
     container["args"] = ["python", "/app/train.py", "--result", "-"]
     env = [e for e in container.get("env", []) if e["name"] not in ("EPOCHS", "NCCL_DEBUG", "TF_WORKER_PORT")]
     env += [
@@ -164,6 +201,8 @@ def trainjob(kind: str, name: str, *, runtime_name: str, workers: int) -> Json:
     }
     if kind != "dns":
         doc["metadata"]["labels"] = {"ring-controller.atlas": "tensorflow"}
+    if kind == "ring-registered":
+        doc["metadata"]["annotations"] = {REGISTER_JOB_ANNOTATION: "true"}
     if kind == "ring-file":
         volume = {"name": "rings-config", "configMap": {"name": f"rings-config-{name}"}}
         doc["spec"]["runtimePatches"] = [
@@ -188,18 +227,49 @@ def configmap_reader(rbac: client.RbacAuthorizationV1Api, namespace: str) -> Non
     rbac.create_namespaced_role(
         namespace,
         {
-            "metadata": {"name": "ring-launch"},
+            "metadata": {"name": "configmap-reader"},
             "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}],
         },
     )
     rbac.create_namespaced_role_binding(
         namespace,
         {
-            "metadata": {"name": "ring-launch"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ring-launch"},
+            "metadata": {"name": "configmap-reader"},  # not ring-launch: launcher_grant's binding has that name
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "configmap-reader"},
             "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
         },
     )
+
+
+def check_registration() -> None:
+    """Raise RuntimeError unless this checkout's launcher and controller have self-registration.
+
+    Looks for :data:`REGISTER_LAUNCH_ARGS` in ``ring-launch --help`` and
+    :data:`REGISTER_CONTROLLER_ARGS` in ``ring-controller --help`` (the
+    trainer image's launcher is built from the same checkout).
+    """
+    bin_dir = Path(sys.executable).parent
+    wanted = (("ring-launch", REGISTER_LAUNCH_ARGS or ["regist"]), ("ring-controller", REGISTER_CONTROLLER_ARGS))
+    for program, flags in wanted:
+        text = subprocess.run(
+            [str(bin_dir / program), "--help"], capture_output=True, text=True, timeout=60, check=False
+        ).stdout
+        missing = [f for f in flags if f not in text]
+        if missing:
+            raise RuntimeError(
+                f"runtime ring-registered needs self-registration (issue 24, part 2): {program} --help "
+                f"mentions no {' '.join(missing)}; leave ring-registered out of --runtimes, or build that first "
+                "(tests/support/nodejobs.py names what the bench passes: REGISTER_LAUNCH_ARGS, REGISTER_CONTROLLER_ARGS)"
+            )
+
+
+def launcher_grant(api: client.ApiClient, namespace: str) -> None:
+    """Apply ``build/launcher-rbac.yaml``: its ServiceAccount, Role and binding in ``namespace``, the policy cluster-wide."""
+    docs = [d for d in yaml.safe_load_all(LAUNCHER_RBAC.read_text()) if d]
+    for doc in docs:
+        if doc["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
+            doc["metadata"]["namespace"] = namespace
+    apply(api, docs)
 
 
 def pods_of(core: client.CoreV1Api, namespace: str, trainjob: str) -> list[Any]:

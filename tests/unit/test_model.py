@@ -71,6 +71,19 @@ def test_volcano_pod_identity_from_name_when_index_label_missing() -> None:
     assert (rec.task, rec.index) == ("worker", 1)
 
 
+def test_pod_record_lists_the_configmaps_its_volumes_mount() -> None:
+    spec = {
+        "volumes": [
+            {"name": "rings-config", "configMap": {"name": "rings-config-j"}},
+            {"name": "both", "projected": {"sources": [{"configMap": {"name": "b"}}, {"secret": {"name": "s"}}]}},
+            {"name": "scratch", "emptyDir": {}},
+            {"name": "again", "configMap": {"name": "b"}},
+        ]
+    }
+    assert pod_record({"metadata": {"name": "p"}, "spec": spec}).mounts == ("b", "rings-config-j")
+    assert pod_record({"metadata": {"name": "p"}, "spec": {}}).mounts == ()
+
+
 def test_unclaimed_pod_has_no_job() -> None:
     rec = pod_record({"metadata": {"name": "p", "namespace": "x", "labels": {LABEL: "tensorflow"}}})
     assert rec.job is None

@@ -21,7 +21,7 @@ from agent.worker import MAX_CONFLICTS, JobWorker
 from model.pod import pod_record
 from model.records import PodRecord, WorkloadRecord
 from model.volcano import workload_record
-from tests.support.factories import volcano_job, volcano_pod
+from tests.support.factories import pod_template, volcano_job, volcano_pod
 from tests.support.memoryapi import MemoryAPI
 from tests.support.metricvalue import value
 
@@ -29,8 +29,10 @@ Json = dict[str, Any]
 LABEL = "ring-controller.atlas"
 
 
-def _job(workers: int = 2) -> tuple[Json, WorkloadRecord]:
-    raw = volcano_job("j", namespace="ns", tasks=[("worker", workers)], uid="job-uid")
+def _job(workers: int = 2, *, mounted: bool = True) -> tuple[Json, WorkloadRecord]:
+    """A Volcano Job whose pods mount its spec (``rings-config-j``) unless ``mounted`` is False."""
+    template = pod_template(configmap="rings-config-j" if mounted else None)
+    raw = volcano_job("j", namespace="ns", tasks=[("worker", workers)], uid="job-uid", template=template)
     return raw, workload_record(raw, label_key=LABEL)
 
 
@@ -242,6 +244,20 @@ async def test_a_replacement_gets_the_new_epoch_and_the_survivor_too() -> None:
     second = _spec(api)["epoch"]
     assert second > first
     assert sorted(api.touches) == sorted((p.name, p.uid, {"ring-controller.io/epoch": str(second)}) for p in replaced)
+
+
+async def test_a_member_that_does_not_mount_the_spec_is_not_touched() -> None:
+    # API-mode launchers (ring-launch --from-api) read the ConfigMap through the API server:
+    # a kubelet sync brings them nothing, so a touch would only cost a write.
+    api = MemoryAPI()
+    raw, wl = _job(2, mounted=False)
+    await JobWorker(api=api).sync(wl, _pods(raw, 2), None)
+    assert _spec(api)["status"] == "completed" and api.touches == []
+    mounted_raw, _ = _job(2)
+    one_mounts = [_pods(mounted_raw, 2)[0], _pods(raw, 2)[1]]
+    api = MemoryAPI()
+    await JobWorker(api=api).sync(wl, one_mounts, None)
+    assert [t[0] for t in api.touches] == [one_mounts[0].name]
 
 
 async def test_no_touch_pods_writes_nothing_to_pods() -> None:

@@ -80,6 +80,9 @@ __all__ = [
 
 DEFAULT_NODES = 4
 _READY_TIMEOUT = 120.0
+#: Seconds a cluster whose processes all run may take to answer its health checks
+#: before ``ensure_up`` treats it as broken (a busy 2-core machine delays them).
+_PROBE_GRACE = 30.0
 
 Say = Callable[[str], None]
 
@@ -571,7 +574,7 @@ def ensure_up(
         cluster = load(directory)
         if cluster is not None:
             missing = [a for a in requested if a not in cluster.addons]
-            statuses = {s.name: s for s in cluster.status()}
+            statuses = {s.name: s for s in settled_status(cluster.status, grace=_PROBE_GRACE, say=emit)}
             if all(s.healthy for s in statuses.values()):
                 emit(f"reusing the running cluster in {directory}")
                 _add(cluster, missing, source=source, say=say, emit=emit)
@@ -618,6 +621,25 @@ def ensure_up(
         cluster.wait_healthy(cluster.components)
         emit(f"cluster ready after {time.monotonic() - started:.1f}s")
         return cluster
+
+
+def settled_status(
+    status: Callable[[], list[ComponentStatus]], *, grace: float, say: Say, interval: float = 1.0
+) -> list[ComponentStatus]:
+    """``status()``, asked again for up to ``grace`` seconds while every process runs but some health
+    check fails: a slow answer on a loaded machine must not make ``ensure_up`` restart, or wipe, a
+    live cluster. A process that is not running ends the wait at once (nothing to wait for)."""
+    deadline = time.monotonic() + grace
+    found = status()
+    said = False
+    while not all(s.healthy for s in found) and all(s.running for s in found) and time.monotonic() < deadline:
+        if not said:
+            slow = ", ".join(s.name for s in found if not s.healthy)
+            say(f"{slow} running but not answering its health check; asking again for up to {grace:g}s")
+            said = True
+        time.sleep(interval)
+        found = status()
+    return found
 
 
 def _add(

@@ -60,6 +60,8 @@ import shutil
 import signal
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -67,6 +69,7 @@ from typing import Any
 import yaml
 
 from ringdevcluster import images
+from ringdevcluster.api import Api, ApiError
 from ringdevcluster.controlplane import SERVICE_CIDR, Setup
 from ringdevcluster.pki import Pki, write_kubeconfig
 
@@ -75,6 +78,7 @@ __all__ = [
     "CLUSTER_DOMAIN",
     "CONTAINERD_SOCKET",
     "DNS_SERVICE_IP",
+    "KUBELET_VERBOSITY",
     "NODE_IP",
     "NODE_LABEL",
     "NODE_NAME",
@@ -93,12 +97,20 @@ __all__ = [
     "pending",
     "pod_placement",
     "prepare_host",
+    "set_kubelet_verbosity",
     "teardown",
 ]
 
 Json = dict[str, Any]
 Say = Callable[[str], None]
 
+#: The kubelet's log verbosity: 2 logs each PLEG event it acts on
+#: (``"SyncLoop (PLEG): event for pod" ... ContainerStarted <container id>``,
+#: ``pkg/kubelet/kubelet.go``), the stage the benchmarks time between a
+#: container's start and its Running status. A runtime flag (no build cache key
+#: depends on it); a running kubelet takes a new level without a restart through
+#: ``PUT /api/v1/nodes/<node>/proxy/debug/flags/v`` (:func:`set_kubelet_verbosity`).
+KUBELET_VERBOSITY = 2
 #: The real node's name, also its kubelet's identity (``system:node:<name>``).
 NODE_NAME = "real-node"
 #: Label (key, value) of the real node; kwok nodes carry ``type=kwok`` instead.
@@ -535,7 +547,7 @@ def configure(
             f"--hostname-override={NODE_NAME}",
             f"--node-ip={NODE_IP}",
             f"--node-labels={NODE_LABEL[0]}={NODE_LABEL[1]}",
-            "--v=1",
+            f"--v={KUBELET_VERBOSITY}",
         ],
     }
     env = {name: _node_env() for name in argv}
@@ -621,6 +633,25 @@ def pending(get: Callable[[str], Json | None]) -> list[str]:
     if any(t.get("key") == "node.kubernetes.io/not-ready" for t in taints):
         return [f"node/{NODE_NAME} (not-ready taint)"]
     return []
+
+
+def set_kubelet_verbosity(api: Api, level: int = KUBELET_VERBOSITY) -> str:
+    """Set the running kubelet's log verbosity to ``level``, without restarting it.
+
+    Through the API server's node proxy to the kubelet's ``/debug/flags/v``
+    (``enableDebugFlagsHandler``, on by default): the change lasts until the
+    kubelet restarts, which then takes :data:`KUBELET_VERBOSITY` from its argv.
+    Returns the kubelet's answer; raises :class:`ApiError` if it refuses.
+    """
+    request = urllib.request.Request(
+        f"{api.server}/api/v1/nodes/{NODE_NAME}/proxy/debug/flags/v", data=str(level).encode(), method="PUT"
+    )
+    request.add_header("Content-Type", "text/plain")
+    try:
+        with api.opener.open(request, timeout=10) as resp:
+            return str(resp.read().decode(errors="replace")).strip()
+    except urllib.error.HTTPError as err:
+        raise ApiError(err.code, err.read(2000).decode(errors="replace")) from None
 
 
 # --------------------------------------------------------------------------
