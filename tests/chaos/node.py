@@ -137,7 +137,9 @@ class NodeResult:
 def tf_job(name: str, *, data: Path, checkpoints: Path, steps: int, api: bool) -> Json:
     """A Volcano Job of :data:`WORKERS` supervised TensorFlow workers on the real node."""
     source = ["--from-api", "--configmap", f"rings-config-{name}"] if api else []
-    launch = ["ring-launch", "--supervise", "--grace-period", "3", "--timeout", "900", *source, "--"]
+    # The trainer image holds no ring-controller: the launcher comes from the controller
+    # image through an init container, as in the shipped examples.
+    launch = [*nodejobs.LAUNCH, "--supervise", "--grace-period", "3", "--timeout", "900", *source, "--"]
     train = (
         'echo "RUN ring_epoch=$RING_EPOCH restart=$RING_RESTART_COUNT"; '
         f"exec python /app/train.py --steps {steps} --checkpoint-dir /checkpoints "
@@ -153,10 +155,12 @@ def tf_job(name: str, *, data: Path, checkpoints: Path, steps: int, api: bool) -
         )
     ]
     mounts = [
+        {"name": "ring-launch", "mountPath": "/ring", "readOnly": True},
         {"name": "cifar-data", "mountPath": "/data", "readOnly": True},
         {"name": "checkpoints", "mountPath": "/checkpoints"},
     ]
     volumes: list[Json] = [
+        {"name": "ring-launch", "emptyDir": {}},
         {"name": "cifar-data", "hostPath": {"path": str(data), "type": "Directory"}},
         {"name": "checkpoints", "hostPath": {"path": str(checkpoints), "type": "Directory"}},
     ]
@@ -167,6 +171,15 @@ def tf_job(name: str, *, data: Path, checkpoints: Path, steps: int, api: bool) -
         **node.pod_placement(),
         "restartPolicy": "OnFailure",
         "terminationGracePeriodSeconds": 5,
+        "initContainers": [
+            {
+                "name": "ring-launch",
+                "image": nodejobs.CONTROLLER_IMAGE,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["python3", "/opt/ring-launch/ring-launch.pyz", "--install", "/ring"],
+                "volumeMounts": [{"name": "ring-launch", "mountPath": "/ring"}],
+            }
+        ],
         "containers": [
             {
                 "name": CONTAINER,
@@ -659,7 +672,7 @@ def main(*, names: list[str], quick: bool, seed: int, state_dir: Path, json_out:
             "(ring-devcluster up --with node,volcano --state-dir ...; build/test.sh brings it up)"
         )
     cluster.wait_healthy(["kube-apiserver", *node.PROCESSES])
-    nodejobs.ensure_image(nodejobs.TRAINER_IMAGE, "--trainer")
+    nodejobs.ensure_trainer_images()  # the trainer image and the controller image (the launcher's init container)
     _ctr("images", "tag", "--force", f"docker.io/library/{nodejobs.TRAINER_IMAGE}", f"docker.io/library/{IMAGE}")
     digest = next(
         (w for w in _ctr("images", "ls", f"name==docker.io/library/{IMAGE}").split() if w.startswith("sha256:")), "?"
