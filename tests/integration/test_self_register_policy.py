@@ -247,28 +247,6 @@ def test_without_the_policy_the_grant_would_be_wide_open(
 REGISTERED_IP = "127.1.201.2"
 
 
-@pytest.fixture
-def registering_controller(kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[ControllerProcess]:
-    proc = ControllerProcess(
-        kubeconfig=str(kubeconfig),
-        namespace=namespace,
-        log_path=tmp_path / "controller.log",
-        extra=["--self-registration"],
-    )
-    proc.start()
-    yield proc
-    proc.stop()
-
-
-@pytest.fixture
-def idle_node(k8s: Any) -> Iterator[str]:
-    """A Node nothing runs: its pods stay as the test (acting as its kubelet) writes them."""
-    name = f"no-kubelet-{secrets.token_hex(3)}"
-    k8s.core.create_node({"metadata": {"name": name}})
-    yield name
-    k8s.core.delete_node(name)
-
-
 def _job_with_a_pending_member(k8s: Any, namespace: str, name: str, node: str, account: str) -> str:
     template = pod_template(port=3000)
     template["spec"]["serviceAccountName"] = account

@@ -9,9 +9,6 @@ a kwok node as usual.
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,28 +23,6 @@ pytestmark = pytest.mark.integration
 
 HOST_IP = "10.0.0.77"
 REGISTERED_IP = "127.1.200.2"
-
-
-@pytest.fixture
-def idle_node(k8s: Any) -> Iterator[str]:
-    """A Node that nothing runs: its pods stay as the test writes them."""
-    name = f"no-kubelet-{secrets.token_hex(3)}"
-    k8s.core.create_node({"metadata": {"name": name, "labels": {"ring-controller.test/idle": "true"}}})
-    yield name
-    k8s.core.delete_node(name)
-
-
-@pytest.fixture
-def registering_controller(kubeconfig: Path, namespace: str, tmp_path: Path) -> Iterator[ControllerProcess]:
-    proc = ControllerProcess(
-        kubeconfig=str(kubeconfig),
-        namespace=namespace,
-        log_path=tmp_path / "controller.log",
-        extra=["--self-registration"],
-    )
-    proc.start()
-    yield proc
-    proc.stop()
 
 
 def _reconciles(proc: ControllerProcess) -> float:
