@@ -13,6 +13,16 @@ unit-tested without a cluster:
   self-registration, when its launcher registered itself on the pod: see
   :attr:`model.records.PodRecord.registered`), its port and slots are valid and,
   where devices are wanted, it carries a valid device annotation.
+- A member that finished keeps its place: in an indexed workload, a slot
+  whose pod is ``Succeeded`` and was a member of the completed spec written
+  (same pod uid) counts, as it was written there (its pod's IP may be gone).
+  The end of a job is no membership change: workers finishing one by one
+  leave the spec, its files and its epoch as they are. A finished member
+  holds its place in that spec only, unchanged: when anything else in it
+  changes (another member lost or replaced), the finished members stop
+  counting with it, since a finished pod cannot join a new spec. A ``Failed``
+  pod is a lost member, and Deployments (pods without an index, which never
+  finish) keep their rule below.
 - The spec is ``completed`` only when every slot holds a counting member; it
   then lists all members. Until then it is ``initializing`` and lists none, so
   pods coming up one by one change nothing that is written (one write at
@@ -55,7 +65,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final, Literal, get_args
 
 from model.ascend import VERSION_1_2, VERSION_2_0, logical_super_pod, rank_order
@@ -128,6 +138,9 @@ class Decision:
     ready: int
     problems: tuple[Problem, ...] = field(default=())
     stored: Stored | None = None
+    #: The pod uids of the members that finished (``Succeeded``) and keep
+    #: their places in the completed spec as written (see the module doc).
+    finished: frozenset[str] = frozenset()
 
     @property
     def status(self) -> JobStatus:
@@ -208,7 +221,8 @@ def _parse_devices(text: str) -> DeviceAnnotation | tuple[str, str]:
 #: checks run: a slot has no pod; its pod is being deleted, not Running, or
 #: Running without an IP; its port or slots rule is malformed; it wants
 #: devices and the device plugin has not annotated it yet, or the annotation
-#: is malformed or unfit for the job's rank table version; or it counts.
+#: is malformed or unfit for the job's rank table version; or it counts,
+#: running or (``finished``) as a member that finished and keeps its place.
 SlotState = Literal[
     "missing",
     "deleting",
@@ -219,9 +233,13 @@ SlotState = Literal[
     "awaiting_devices",
     "invalid_devices",
     "counting",
+    "finished",
 ]
 COUNTING: Final = "counting"
+FINISHED: Final[SlotState] = "finished"
 SLOT_STATES: Final[tuple[SlotState, ...]] = get_args(SlotState)
+#: The states of a slot that counts towards completion.
+COUNTS: Final[frozenset[SlotState]] = frozenset({COUNTING, FINISHED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,8 +260,8 @@ class Slot:
 
     @property
     def counts(self) -> bool:
-        """True when the member counts towards completion."""
-        return self.state == COUNTING
+        """True when the member counts towards completion (running, or finished in its place)."""
+        return self.state in COUNTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,10 +368,60 @@ def _up(pod: PodRecord, registered: bool) -> bool:
     return pod.ready or (registered and pod.registered)
 
 
+def _written(workload: WorkloadRecord, previous: ClusterSpec | None) -> dict[tuple[str, int], Member]:
+    """The members of ``previous`` by slot (task, index) where a finished pod may keep its place, else nothing.
+
+    Only a completed spec of this workload's incarnation and version holds
+    places, and only in an indexed workload (pods without an index hold no
+    slot of their own: Deployments rank their live pods).
+    """
+    if not workload.indexed or previous is None or not previous.completed or previous.job != workload.ref():
+        return {}
+    return {(m.task, m.index): m for m in previous.members}
+
+
+def _finished(pod: PodRecord, written: Member | None) -> bool:
+    """The pod finished (``Succeeded``) as the member ``written`` in the completed spec (same pod uid)."""
+    return written is not None and pod.phase == "Succeeded" and pod.uid == written.uid
+
+
+#: What :func:`explain` shows for a finished pod, kept or not.
+FINISHED_DETAIL: Final = "finished (Succeeded): keeps its place in the completed spec, as written"
+FINISHED_OUT_DETAIL: Final = (
+    "finished (Succeeded): a finished pod keeps only its place in the unchanged completed spec "
+    "it was a member of, and joins no new one"
+)
+
+
+def _as_written(listed: tuple[Member, ...], finished: frozenset[str], previous: ClusterSpec) -> tuple[Member, ...]:
+    """``listed`` with each finished member replaced by the member as written in ``previous``.
+
+    The written member keeps everything ``cluster.json`` holds (the pod's IP
+    may be gone from its status); the fields that only go into
+    ``hccl.json``, which a spec read back from ``cluster.json`` lacks, come
+    from the pod as before.
+    """
+    written = {m.uid: m for m in previous.members}
+    return tuple(
+        replace(
+            written[m.uid],
+            host_ip=m.host_ip or written[m.uid].host_ip,
+            super_pod=m.super_pod,
+            hardware=m.hardware,
+            topology=m.topology,
+        )
+        if m.uid in finished
+        else m
+        for m in listed
+    )
+
+
 def _unready(pod: PodRecord) -> tuple[SlotState, str]:
     """Why a pod is not :attr:`~model.records.PodRecord.ready`, as a state and a detail."""
     if pod.deleting:
         return "deleting", "being deleted"
+    if pod.phase == "Succeeded":
+        return "not_running", FINISHED_OUT_DETAIL
     if pod.phase != "Running":
         return "not_running", f"phase {pod.phase or 'unknown'}"
     return "no_ip", "Running but has no pod IP yet"
@@ -372,10 +440,20 @@ def explain(
     """:func:`decide`'s decision with its reasons per slot, for people (``kubectl ring describe``).
 
     Same input, same rules (:func:`_slots` places the pods, :func:`_check`
-    judges them), so a slot shown as counting is one the controller counts.
+    judges them, and the finished members shown are the decision's own), so
+    a slot shown as counting is one the controller counts.
     Not for the controller's hot path: it builds a record per slot.
     """
     pods = list(pods)
+    decision = decide(
+        workload,
+        pods,
+        previous=previous,
+        hccl_version=hccl_version,
+        self_register=self_register,
+        order=order,
+        held=held,
+    )
     version = table_version(workload, hccl_version)
     task_devices = {t.name: t.wants_devices for t in workload.tasks}
     registered = registering(workload, self_register)
@@ -386,7 +464,9 @@ def explain(
             slots.append(Slot(rank, task, index, None, "missing", "no pod for this slot"))
             continue
         placed.add(id(pod))
-        if not _up(pod, registered):
+        if pod.uid in decision.finished:
+            state, detail = FINISHED, FINISHED_DETAIL
+        elif not _up(pod, registered):
             state, detail = _unready(pod)
         else:
             state, problem, _ = _check(pod, devices=task_devices.get(task, False), version=version)
@@ -395,15 +475,6 @@ def explain(
         devices = parsed if isinstance(parsed, DeviceAnnotation) else None
         slots.append(Slot(rank, task, index, pod, state, detail, devices))
     ignored = tuple(Ignored(p, _why_ignored(workload, p)) for p in pods if id(p) not in placed)
-    decision = decide(
-        workload,
-        pods,
-        previous=previous,
-        hccl_version=hccl_version,
-        self_register=self_register,
-        order=order,
-        held=held,
-    )
     return Explanation(decision=decision, slots=tuple(slots), ignored=ignored)
 
 
@@ -448,7 +519,8 @@ def decide(
     """The spec and files for ``workload`` given its pods and the last written spec.
 
     ``previous`` is the spec currently in the ConfigMap (None if there is
-    none); it only feeds the epoch. The caller writes ``data`` if it differs
+    none); it feeds the epoch and, when completed, holds the places of the
+    members that finished (see the module doc). The caller writes ``data`` if it differs
     from what the ConfigMap holds. ``hccl_version`` is ``--ranktable-version``
     (one of :data:`ranktable.hccl.CHOICES`). ``self_register`` is
     ``--self-registration``: registered members count (a job's own annotation
@@ -476,19 +548,24 @@ def decide(
     if invalid:
         problems.append(Problem("invalid_workload", f"{workload.kind} {workload.name}: {invalid}"))
     registered = registering(workload, self_register)
+    written = _written(workload, previous)
     counting: list[Counting] = []
+    finished: set[str] = set()
     for rank, (task, index, pod) in enumerate(_slots(workload, pods)):
         if pod is None:
             continue
         if registered and pod.registration_error is not None and not pod.ready:
             problems.append(Problem("invalid_registration", f"pod {pod.name}: {pod.registration_error}"))
-        if not _up(pod, registered):
+        done = _finished(pod, written.get((task, index)))
+        if not (done or _up(pod, registered)):
             continue
         state, problem, annotation = _check(pod, devices=task_devices.get(task, False), version=version)
         if problem is not None:
             problems.append(problem)
         if state == COUNTING:
             counting.append((rank, task, index, pod, annotation))
+            if done:
+                finished.add(pod.uid)
     expected = workload.expected
     complete = expected > 0 and len(counting) == expected and not invalid
     super_pods: dict[str, str] = {}
@@ -507,6 +584,13 @@ def decide(
         if complete
         else ()
     )
+    if finished and previous is not None:
+        listed = _as_written(listed, frozenset(finished), previous) if complete else ()
+        if listed != previous.members:
+            # The spec the finished members hold their places in is changing: they join no new one.
+            counting = [c for c in counting if c[3].uid not in finished]
+            finished.clear()
+            complete, listed, levels, paths = False, (), (), {}
     epoch = previous.epoch if previous is not None else 0
     if listed != (previous.members if previous is not None else ()):
         epoch += 1
@@ -527,7 +611,14 @@ def decide(
         return Decision(spec=spec, data=None, ready=len(counting), problems=tuple(problems))
     if invalid:
         return Decision(spec=spec, data=None, ready=len(counting), problems=tuple(problems))
-    return Decision(spec=spec, data=data, ready=len(counting), problems=tuple(problems), stored=stored)
+    return Decision(
+        spec=spec,
+        data=data,
+        ready=len(counting),
+        problems=tuple(problems),
+        stored=stored,
+        finished=frozenset(finished),
+    )
 
 
 def _rule(workload: WorkloadRecord, order: RankOrder | None, problems: list[Problem]) -> RankRule:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from agent.decide import SLOT_STATES, STATUS_INVALID, Slot, SlotState
+from agent.decide import FINISHED, SLOT_STATES, STATUS_INVALID, Slot, SlotState
 from model.keys import (
     CONFIG_VOLUME_NAMES,
     CONFIGMAP_DATA_LIMIT,
@@ -37,6 +37,7 @@ Json = dict[str, Any]
 #: How each slot state reads in the STATE column.
 STATE_WORDS: Final[dict[SlotState, str]] = {
     "counting": "counts",
+    "finished": "finished",
     "missing": "no pod",
     "deleting": "terminating",
     "not_running": "not running",
@@ -50,6 +51,7 @@ STATE_WORDS: Final[dict[SlotState, str]] = {
 #: What the user can do about slots in each state ({pods}: the pods concerned, {job}: KIND/NAME).
 HINTS: Final[dict[SlotState, str]] = {
     "counting": "",
+    "finished": "",
     "missing": (
         "Slots without a pod: the workload controller has not created them (yet). "
         "See `kubectl describe {job}` and `kubectl get events -n {namespace}` "
@@ -352,6 +354,10 @@ def describe_text(view: JobView, *, events: Sequence[Json] = (), label_key: str,
         ]
         header = ["RANK", "TASK", "INDEX", "POD", "ADDRESS", "NODE", "DEVICES", *(["TOPOLOGY"] if topology else [])]
         out.append(_table(header, rows, indent="  ").rstrip("\n"))
+        finished = [s.pod.name for s in view.explanation.slots if s.state == FINISHED and s.pod is not None]
+        if finished:
+            out.append("")
+            out.append(f"Finished (Succeeded), keeping their places (the spec does not change): {', '.join(finished)}")
     else:
         if view.rank_rule == "topology":
             out.append("Members (spec order, as the controller sees them now; topology ranks come once all count):")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agent.decide import SLOT_STATES, decide
+from agent.decide import COUNTS, SLOT_STATES, decide
 from model.configmap import configmap_body
 from model.pod import pod_record
 from model.volcano import workload_record
@@ -147,7 +147,7 @@ def test_a_trainjob_and_its_jobset_are_one_job_served_by_the_trainjob() -> None:
 
 def test_every_reason_a_member_waits_has_advice() -> None:
     assert set(render.HINTS) == set(SLOT_STATES) == set(render.STATE_WORDS)
-    assert all(render.HINTS[s] for s in SLOT_STATES if s != "counting")
+    assert all(render.HINTS[s] for s in SLOT_STATES if s not in COUNTS)
 
 
 @pytest.mark.parametrize(
