@@ -70,7 +70,7 @@ from typing import Final, Literal, get_args
 
 from model.ascend import VERSION_1_2, VERSION_2_0, logical_super_pod, rank_order
 from model.keys import CONFIGMAP_DATA_LIMIT, MANAGED_LABEL, MANAGED_VALUE, SCALE_OUT_TYPE_LABEL
-from model.records import ConfigMapRecord, PodRecord, WorkloadRecord
+from model.records import ConfigMapRecord, PodRecord, PodUID, WorkloadRecord
 from model.topology import (
     RULE_SPEC,
     RULE_TOPOLOGY,
@@ -140,7 +140,7 @@ class Decision:
     stored: Stored | None = None
     #: The pod uids of the members that finished (``Succeeded``) and keep
     #: their places in the completed spec as written (see the module doc).
-    finished: frozenset[str] = frozenset()
+    finished: frozenset[PodUID] = frozenset()
 
     @property
     def status(self) -> JobStatus:
@@ -393,7 +393,7 @@ FINISHED_OUT_DETAIL: Final = (
 )
 
 
-def _as_written(listed: tuple[Member, ...], finished: frozenset[str], previous: ClusterSpec) -> tuple[Member, ...]:
+def _as_written(listed: tuple[Member, ...], finished: frozenset[PodUID], previous: ClusterSpec) -> tuple[Member, ...]:
     """``listed`` with each finished member replaced by the member as written in ``previous``.
 
     The written member keeps everything ``cluster.json`` holds (the pod's IP
@@ -520,8 +520,8 @@ def decide(
 
     ``previous`` is the spec currently in the ConfigMap (None if there is
     none); it feeds the epoch and, when completed, holds the places of the
-    members that finished (see the module doc). The caller writes ``data`` if it differs
-    from what the ConfigMap holds. ``hccl_version`` is ``--ranktable-version``
+    members that finished (see the module doc). The caller writes ``data``
+    if it differs from what the ConfigMap holds. ``hccl_version`` is ``--ranktable-version``
     (one of :data:`ranktable.hccl.CHOICES`). ``self_register`` is
     ``--self-registration``: registered members count (a job's own annotation
     overrides it, see :func:`registering`).
@@ -550,7 +550,7 @@ def decide(
     registered = registering(workload, self_register)
     written = _written(workload, previous)
     counting: list[Counting] = []
-    finished: set[str] = set()
+    finished: set[PodUID] = set()
     for rank, (task, index, pod) in enumerate(_slots(workload, pods)):
         if pod is None:
             continue
