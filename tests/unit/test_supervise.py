@@ -23,7 +23,9 @@ from pathlib import Path
 import pytest
 
 import ranktable
-from ranktable.clusterspec import STATUS_INITIALIZING, ClusterSpec
+from ranktable.clusterspec import STATUS_INITIALIZING, ClusterSpec, spec_to_json
+from ranktable.hccl import render_hccl
+from ranktable.stored import pack, plain_size
 from tests.support.kubeletdir import KubeletDir
 from tests.support.specs import make_spec
 
@@ -343,3 +345,33 @@ def test_cmd_failing_just_before_the_new_epoch_is_restarted(
     code, _, err = launch.finish()
     assert code == 0, err
     assert "restart 1 (epoch 2)" in err
+
+
+def test_restarts_on_new_epochs_leave_one_local_rank_table(
+    volume: KubeletDir, child: Path, launches: list[Launch], tmp_path: Path
+) -> None:
+    """The compressed form: every start writes a local copy for RANK_TABLE_FILE, and the old epochs' copies go."""
+
+    def publish(spec: ClusterSpec) -> str:
+        files = {"cluster.json": spec_to_json(spec), "hccl.json": render_hccl(spec)}
+        volume.publish(dict(pack(files, limit=plain_size(files) - 1).binary_data))
+        return files["hccl.json"]
+
+    def local_tables() -> list[str]:
+        (directory,) = tmp.iterdir()  # $TMPDIR/ring-hccl-<uid>
+        return [p.read_text() for p in directory.iterdir() if p.name != ".lock"]
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    spec = make_spec([("worker", 2)], epoch=1, devices=1)
+    table = publish(spec)
+    argv = ring_launch(volume.root, "--supervise", "--hostfile-dir", str(tmp_path / "h"), "--", sys.executable)
+    launch = Launch([*argv, str(child), "wait"], env=env_for(TMPDIR=str(tmp)))
+    launches.append(launch)
+    assert launch.line() == "started 0 1 127.1.0.1"
+    assert local_tables() == [table]
+    for restart in (1, 2):
+        table = publish(moved(spec, epoch=restart + 1, master_ip=f"127.1.0.{restart + 7}"))
+        assert launch.line() == f"term {restart - 1}"
+        assert launch.line() == f"started {restart} {restart + 1} 127.1.0.{restart + 7}"
+        assert local_tables() == [table]
