@@ -227,6 +227,13 @@ def role_for_task(task: str) -> str:
     return task if task in KNOWN_ROLES else DEFAULT_ROLE
 
 
+def require_completed(spec: ClusterSpec, what: str) -> None:
+    """Raise :class:`SpecError` unless ``spec`` is completed: ``what`` (a framework's environment, a
+    hostfile) is derived only from a completed spec."""
+    if not spec.completed:
+        raise SpecError(f"the spec is {spec.status}, not completed: no {what} can be derived yet")
+
+
 def member_for_pod(spec: ClusterSpec, pod: str) -> Member:
     """The member whose pod is named ``pod``; :class:`PodNotInSpec` if none."""
     for member in spec.members:

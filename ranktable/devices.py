@@ -40,8 +40,9 @@ a Warning Event on the workload.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from ranktable.clusterspec import (
     PLACEHOLDER_DEVICE_IPS,
@@ -92,6 +93,19 @@ class DeviceAnnotation:
     super_pod_id: int | None = None
 
 
+def _optional_string(raw: dict[str, Any], key: str, check: Callable[[object, str], None] | None = None) -> str:
+    """``raw[key]``, "" when absent: reason ``schema`` when not a string, reason ``key`` when ``check`` refuses it."""
+    value = raw.get(key, "")
+    if not isinstance(value, str):
+        raise InvalidDeviceAnnotation("schema", f"device annotation: {key} must be a string")
+    if value and check is not None:
+        try:
+            check(value, key)
+        except SpecError as err:
+            raise InvalidDeviceAnnotation(key, f"device annotation: {err}") from None
+    return value
+
+
 def parse_device_annotation(text: str) -> DeviceAnnotation:
     """Parse and validate one annotation value.
 
@@ -110,25 +124,9 @@ def parse_device_annotation(text: str) -> DeviceAnnotation:
         raise InvalidDeviceAnnotation("json", f"device annotation is not valid JSON: {err}") from None
     if not isinstance(raw, dict):
         raise InvalidDeviceAnnotation("schema", "device annotation must be a JSON object")
-    pod_name = raw.get("pod_name", "")
-    if not isinstance(pod_name, str):
-        raise InvalidDeviceAnnotation("schema", "device annotation: pod_name must be a string")
-    server_id = raw.get("server_id", "")
-    if not isinstance(server_id, str):
-        raise InvalidDeviceAnnotation("schema", "device annotation: server_id must be a string")
-    if server_id:
-        try:
-            check_server_id(server_id, "server_id")
-        except SpecError as err:
-            raise InvalidDeviceAnnotation("server_id", f"device annotation: {err}") from None
-    host_ip = raw.get("host_ip", "")
-    if not isinstance(host_ip, str):
-        raise InvalidDeviceAnnotation("schema", "device annotation: host_ip must be a string")
-    if host_ip:
-        try:
-            check_ip(host_ip, "host_ip")
-        except SpecError as err:
-            raise InvalidDeviceAnnotation("host_ip", f"device annotation: {err}") from None
+    _optional_string(raw, "pod_name")
+    server_id = _optional_string(raw, "server_id", check_server_id)
+    host_ip = _optional_string(raw, "host_ip", check_ip)
     super_pod_id = raw.get("super_pod_id")
     if super_pod_id is not None and (isinstance(super_pod_id, bool) or not isinstance(super_pod_id, int)):
         raise InvalidDeviceAnnotation("schema", "device annotation: super_pod_id must be an integer")

@@ -156,10 +156,8 @@ def _well_formed(ranks: list[Any]) -> bool:
         a, b, c = rank.get("rank_id"), rank.get("local_id"), rank.get("device_id")
         if type(a) is not int or type(b) is not int or type(c) is not int or a < 0 or b < 0 or c < 0:
             return False
-        levels = rank.get("level_list")
+        levels = _list_or_none(rank, "level_list")
         if levels is None:
-            continue
-        if type(levels) is not list:
             return False
         for element in levels:
             if type(element) is not dict:
@@ -173,10 +171,8 @@ def _well_formed(ranks: list[Any]) -> bool:
                 or type(element.get("net_attr")) is not str
             ):
                 return False
-            addrs = element.get("rank_addr_list")
+            addrs = _list_or_none(element, "rank_addr_list")
             if addrs is None:
-                continue
-            if type(addrs) is not list:
                 return False
             for addr in addrs:
                 if (
@@ -186,15 +182,21 @@ def _well_formed(ranks: list[Any]) -> bool:
                     or type(addr.get("plane_id")) is not str
                 ):
                     return False
-                ports = addr.get("ports")
+                ports = _list_or_none(addr, "ports")
                 if ports is None:
-                    continue
-                if type(ports) is not list:
                     return False
                 for port in ports:
                     if type(port) is not str:
                         return False
     return True
+
+
+def _list_or_none(parent: dict[str, Any], key: str) -> list[Any] | None:
+    """:func:`hccl_common.items` as a test: ``parent[key]``, [] when absent (or ``null``), None when not a list."""
+    value = parent.get(key)
+    if value is None:
+        return []
+    return value if type(value) is list else None
 
 
 def _check_ranks(ranks: list[Any]) -> None:

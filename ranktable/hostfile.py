@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from typing import Final, Literal
 
-from ranktable.clusterspec import ClusterSpec, SpecError
+from ranktable.clusterspec import ClusterSpec, require_completed
 
 Flavor = Literal["openmpi", "mpich"]
 #: File names in the hostfile directory, per flavor.
@@ -35,8 +35,7 @@ def hostfile_text(spec: ClusterSpec, *, flavor: Flavor = "openmpi") -> str:
 
     Raises :class:`SpecError` unless the spec is completed.
     """
-    if not spec.completed:
-        raise SpecError(f"the spec is {spec.status}, not completed: no hostfile can be derived yet")
+    require_completed(spec, "hostfile")
     slots: dict[str, int] = {}
     for member in spec.members:
         slots[member.ip] = slots.get(member.ip, 0) + member.slots

@@ -19,7 +19,7 @@ connects there. The variables:
 
 from __future__ import annotations
 
-from ranktable.clusterspec import ClusterSpec, SpecError, member_for_pod
+from ranktable.clusterspec import ClusterSpec, member_for_pod, require_completed
 
 
 def jax_env(spec: ClusterSpec, *, pod: str) -> dict[str, str]:
@@ -28,8 +28,7 @@ def jax_env(spec: ClusterSpec, *, pod: str) -> dict[str, str]:
     Raises :class:`SpecError` unless the spec is completed,
     :class:`~ranktable.clusterspec.PodNotInSpec` if ``pod`` is not a member.
     """
-    if not spec.completed:
-        raise SpecError(f"the spec is {spec.status}, not completed: no JAX environment can be derived yet")
+    require_completed(spec, "JAX environment")
     member = member_for_pod(spec, pod)
     return {
         "JAX_COORDINATOR_ADDRESS": spec.members[0].address,

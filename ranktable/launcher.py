@@ -14,7 +14,7 @@ lists this pod, then sets every variable of
 :data:`ranktable.exports.FRAMEWORKS` (``TF_CONFIG``; PyTorch's and torchrun's;
 JAX's; PaddlePaddle's; MindSpore's; ``RANK_TABLE_FILE`` when the job has
 Ascend devices and a rank table is present, ``DIR/hccl.json``, in API mode a
-temporary copy; MPI hostfiles written to ``--hostfile-dir``; ``RING_EPOCH``),
+local copy; MPI hostfiles written to ``--hostfile-dir``; ``RING_EPOCH``),
 and then either
 
 * replaces itself with ``CMD`` (``os.execvp``, the default): the trainer keeps
@@ -372,7 +372,12 @@ def main(argv: list[str] | None = None) -> int:
     def environment(ready: Ready) -> dict[str, str]:
         rank_table_file = None
         if ready.hccl is not None:
-            rank_table_file = rank_table_file_for(ready.hccl, epoch=ready.spec.epoch, default=source.rank_table_path)
+            try:
+                rank_table_file = rank_table_file_for(
+                    ready.hccl, epoch=ready.spec.epoch, default=source.rank_table_path
+                )
+            except OSError as err:  # a read-only root without a writable $TMPDIR (or $RING_RANK_TABLE_DIR)
+                _log(f"warning: cannot write the rank table ({err}); RANK_TABLE_FILE is not set")
         elif ready.spec.has_devices:
             _log("warning: the spec lists Ascend devices but holds no hccl.json; RANK_TABLE_FILE is not set")
         written = write_hostfiles(ready, hostfile_dir)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from ranktable.clusterspec import ClusterSpec, SpecError, member_for_pod
+from ranktable.clusterspec import ClusterSpec, SpecError, member_for_pod, require_completed
 
 #: The task whose member is MindSpore's scheduler.
 SCHEDULER_TASK: Final = "scheduler"
@@ -40,8 +40,7 @@ def mindspore_env(spec: ClusterSpec, *, pod: str) -> dict[str, str]:
     than one scheduler member, :class:`~ranktable.clusterspec.PodNotInSpec`
     if ``pod`` is not a member.
     """
-    if not spec.completed:
-        raise SpecError(f"the spec is {spec.status}, not completed: no MindSpore environment can be derived yet")
+    require_completed(spec, "MindSpore environment")
     member = member_for_pod(spec, pod)
     schedulers = [m for m in spec.members if m.task == SCHEDULER_TASK]
     if len(schedulers) > 1:

@@ -11,7 +11,7 @@ member port.
 
 from __future__ import annotations
 
-from ranktable.clusterspec import ClusterSpec, SpecError, member_for_pod
+from ranktable.clusterspec import ClusterSpec, member_for_pod, require_completed
 
 
 def paddle_env(spec: ClusterSpec, *, pod: str) -> dict[str, str]:
@@ -20,8 +20,7 @@ def paddle_env(spec: ClusterSpec, *, pod: str) -> dict[str, str]:
     Raises :class:`SpecError` unless the spec is completed,
     :class:`~ranktable.clusterspec.PodNotInSpec` if ``pod`` is not a member.
     """
-    if not spec.completed:
-        raise SpecError(f"the spec is {spec.status}, not completed: no Paddle environment can be derived yet")
+    require_completed(spec, "Paddle environment")
     member = member_for_pod(spec, pod)
     return {
         "PADDLE_TRAINER_ID": str(member.rank),

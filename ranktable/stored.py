@@ -35,7 +35,9 @@ from __future__ import annotations
 import base64
 import binascii
 import gzip
+import hashlib
 import os
+import stat
 import tempfile
 import zlib
 from collections.abc import Callable, Mapping
@@ -228,19 +230,20 @@ def rank_table_file(hccl: str, *, epoch: int, default: Callable[[str], str]) -> 
 def write_rank_table(text: str, *, directory: str | None = None, epoch: int = 0) -> str:
     """Write rank table ``text`` to a local file and return the path ``RANK_TABLE_FILE`` names.
 
-    ``directory`` None: a new private temporary file (it outlives the exec of
-    the training command). Else ``directory/hccl.json`` and
+    ``directory`` None: this process's local copy (:func:`write_local_rank_table`:
+    one file per table in a private per-user directory, removed once no
+    running process uses it). Else ``directory/hccl.json`` and
     ``directory/version`` (the epoch), each replaced atomically (a temporary
     file renamed over it), so readers polling the directory, as on
     ascend-operator's shared storage, never see half a file. A directory
     holding a ``version`` above ``epoch`` keeps its table (a member of an
     older epoch starting late must not roll the shared file back).
+    Raises OSError when the file cannot be written (a read-only root without
+    a writable ``$TMPDIR``); the launcher then warns and leaves
+    ``RANK_TABLE_FILE`` unset.
     """
     if directory is None:
-        fd, path = tempfile.mkstemp(prefix="ring-hccl-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        return path
+        return write_local_rank_table(text)
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, HCCL_FILE)
     current = _read_bytes(os.path.join(directory, VERSION_FILE))
@@ -251,12 +254,131 @@ def write_rank_table(text: str, *, directory: str | None = None, epoch: int = 0)
     return path
 
 
-def _replace(path: str, content: bytes) -> None:
+#: The private directory of local rank table copies, in ``$TMPDIR``: this prefix and the user id.
+LOCAL_DIR_PREFIX = "ring-hccl-"
+#: The directory's lock file: held exclusively while a table is written and old ones removed.
+_GUARD_FILE = ".lock"
+#: Descriptors of the local tables this process named (see :func:`write_local_rank_table`);
+#: each holds a shared lock that marks its file as in use.
+_held: list[int] = []
+
+
+def write_local_rank_table(text: str, *, base: str | None = None) -> str:
+    """Write ``text`` as ``BASE/ring-hccl-<uid>/hccl-<hash>.json`` and return that path (``BASE``: ``$TMPDIR``).
+
+    Used where ``RANK_TABLE_FILE`` has no file to name (the compressed form,
+    API mode). The copies stay bounded however often the launcher starts
+    (the kubelet restarting the container, ``--supervise`` restarting the
+    trainer on every new epoch). The rule:
+
+    * **One file per table.** The name is a hash of the content, so a start
+      with the table of an earlier start (the same epoch) finds its file
+      there and reuses it; a new table gets a new file.
+    * **In use means locked.** The launcher holds a shared ``flock`` on the
+      file it names, through a descriptor that is inherited across the exec
+      of the training command, so the lock lasts as long as the trainer
+      (and any child that keeps the descriptor) runs. ``--supervise`` holds
+      it in the supervisor: writing the table of its next start releases
+      this process's earlier ones, which is safe because the supervisor
+      starts the next trainer only after the previous one has exited.
+    * **Unused files go.** After its file is in place, a writer removes
+      every other file of the directory that it can lock exclusively
+      without waiting: nobody holds it, so no running launcher, supervisor
+      or trainer names it (a container restarted in place left its old
+      files unlocked: its processes are gone). This also clears temporary
+      files of a writer that was killed.
+    * Writers take the directory's ``.lock`` exclusively for the write and
+      the removal, so two launchers sharing a ``/tmp`` never interleave, and
+      a file renamed into place cannot be removed before it is locked.
+
+    The one gap: ``--print`` hands the path to its caller and exits, so no
+    lock protects that file; it lasts until the next start with another
+    table in the same directory (normally the next container start, when
+    that caller is gone). A trainer that closes inherited descriptors
+    likewise loses its claim, which only matters where containers share
+    ``/tmp``. The directory is 0700 and the files 0600; a directory there
+    that is not this user's, or not a directory, is refused. Content is
+    replaced atomically (a temporary file renamed into place): readers
+    never see half a file. Raises OSError when nothing can be written.
+    """
+    import fcntl  # Unix only: imported here so that readers of this module elsewhere do not need it
+
+    directory = _private_directory(base if base is not None else tempfile.gettempdir())
+    content = text.encode("utf-8")
+    name = "hccl-" + hashlib.sha256(content).hexdigest()[:16] + ".json"
+    path = os.path.join(directory, name)
+    guard = os.open(os.path.join(directory, _GUARD_FILE), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        if not _whole(path, len(content)):
+            _replace(path, content, mode=0o600)
+        held = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fcntl.flock(held, fcntl.LOCK_SH)
+        os.set_inheritable(held, True)
+        while _held:  # this process has moved on from the tables it named before
+            os.close(_held.pop())
+        _held.append(held)
+        _remove_unused(directory, keep=name)
+    finally:
+        os.close(guard)
+    return path
+
+
+def _private_directory(base: str) -> str:
+    """``base/ring-hccl-<uid>``, created 0700; OSError when it exists but is not this user's directory."""
+    uid = os.getuid()
+    directory = os.path.join(base, f"{LOCAL_DIR_PREFIX}{uid}")
+    try:
+        os.mkdir(directory, 0o700)
+    except FileExistsError:
+        pass
+    found = os.lstat(directory)
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != uid:
+        raise PermissionError(f"{directory} is not a directory of user {uid}: no private place for the rank table")
+    if stat.S_IMODE(found.st_mode) & 0o077:
+        os.chmod(directory, 0o700)
+    return directory
+
+
+def _whole(path: str, size: int) -> bool:
+    """Is ``path`` a regular file of ``size`` bytes (a copy of this table written earlier)?"""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return stat.S_ISREG(found.st_mode) and found.st_size == size
+
+
+def _remove_unused(directory: str, *, keep: str) -> None:
+    """Remove the entries of ``directory`` but ``keep`` and the guard that nobody holds a lock on.
+
+    The caller holds the directory's guard (see :func:`write_local_rank_table`).
+    """
+    import fcntl
+
+    for name in os.listdir(directory):
+        if name in (keep, _GUARD_FILE):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.unlink(path)
+        except OSError:  # held: some running process names it (or it vanished meanwhile)
+            pass
+        finally:
+            os.close(fd)
+
+
+def _replace(path: str, content: bytes, *, mode: int = 0o644) -> None:
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=os.path.dirname(path))
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(content)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         try:

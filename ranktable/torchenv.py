@@ -13,7 +13,7 @@ the pod's rank, processes per node are the member's ``slots``.
 
 from __future__ import annotations
 
-from ranktable.clusterspec import ClusterSpec, SpecError, member_for_pod
+from ranktable.clusterspec import ClusterSpec, member_for_pod, require_completed
 
 
 def torch_env(spec: ClusterSpec, *, pod: str) -> dict[str, str]:
@@ -23,8 +23,7 @@ def torch_env(spec: ClusterSpec, *, pod: str) -> dict[str, str]:
     raises :class:`SpecError` otherwise and
     :class:`~ranktable.clusterspec.PodNotInSpec` if ``pod`` is not a member.
     """
-    if not spec.completed:
-        raise SpecError(f"the spec is {spec.status}, not completed: no PyTorch environment can be derived yet")
+    require_completed(spec, "PyTorch environment")
     member = member_for_pod(spec, pod)
     master = spec.members[0]
     return {
@@ -47,8 +46,7 @@ def torchrun_env(spec: ClusterSpec, *, pod: str) -> dict[str, str]:
     flags. torchrun sets ``RANK``/``WORLD_SIZE`` for its own children, so the
     one-process-per-pod values of :func:`torch_env` do not get in its way.
     """
-    if not spec.completed:
-        raise SpecError(f"the spec is {spec.status}, not completed: no torchrun environment can be derived yet")
+    require_completed(spec, "torchrun environment")
     member = member_for_pod(spec, pod)
     master = spec.members[0]
     nodes = str(len(spec.members))

@@ -409,7 +409,7 @@ def pod_env(pod: Json, configmap: Json | None, *, where: str, container: str | N
         if setup.rank_table_dir:
             rank_table = os.path.join(setup.rank_table_dir, HCCL_FILE)
         elif setup.from_api or HCCL_FILE not in ((configmap or {}).get("data") or {}):  # API mode, compressed form
-            rank_table = "<a temporary copy of hccl.json>"
+            rank_table = "<a local copy of hccl.json>"
         else:
             rank_table = os.path.join(setup.config_dir, HCCL_FILE)
     env = launch_env(verdict, rank_table_file=rank_table, hostfile_dir=setup.hostfile_dir)

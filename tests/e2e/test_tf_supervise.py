@@ -13,6 +13,7 @@ printed (figures, not assertions).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,23 +46,31 @@ def _check_resumed_in_sync(results: dict[int, dict[str, Any]], logs: str) -> int
 def test_survivors_restart_in_place_and_resume_from_the_checkpoint(
     k8s: Any, namespace: str, kubeconfig: Path, controller: ControllerProcess, tmp_path: Path, cifar_dir: Path
 ) -> None:
-    in_place = TrainingJob(
-        k8s=k8s,
-        namespace=namespace,
-        kubeconfig=str(kubeconfig),
-        name="inplace",
-        tmp=tmp_path,
-        cifar=cifar_dir,
-        supervise=True,
-    )
-    try:
-        in_place.start()
-        in_place.wait_for_step(FAIL_AT)
-        t0 = in_place.replace_one(1)
-        results = in_place.finish()
-        logs = in_place.describe()
-    finally:
-        in_place.stop()
+    def run(
+        name: str, *, supervise: bool, recover: Callable[[TrainingJob], float]
+    ) -> tuple[dict[int, dict[str, Any]], str, float]:
+        """Train job ``name`` to step :data:`FAIL_AT`, break it with ``recover``, train to the end: the
+        results per worker, the job's description (for messages) and when ``recover`` began."""
+        job = TrainingJob(
+            k8s=k8s,
+            namespace=namespace,
+            kubeconfig=str(kubeconfig),
+            name=name,
+            tmp=tmp_path,
+            cifar=cifar_dir,
+            supervise=supervise,
+        )
+        try:
+            job.start()
+            job.wait_for_step(FAIL_AT)
+            began = recover(job)
+            results = job.finish()
+            logs = job.describe()
+        finally:
+            job.stop()
+        return results, logs, began
+
+    results, logs, t0 = run("inplace", supervise=True, recover=lambda job: job.replace_one(1))
     step = _check_resumed_in_sync(results, logs)
     # The survivors were restarted by their supervisors; the replacement is a first start.
     assert [results[i]["restart_count"] for i in range(WORKERS)] == [1, 0, 1], logs
@@ -69,23 +78,7 @@ def test_survivors_restart_in_place_and_resume_from_the_checkpoint(
     assert survivor_tf[0] == survivor_tf[1] == survivor_tf[2], logs  # one new ring, the replacement's address in it
     in_place_s = recovery_seconds(results, t0)
 
-    whole = TrainingJob(
-        k8s=k8s,
-        namespace=namespace,
-        kubeconfig=str(kubeconfig),
-        name="wholejob",
-        tmp=tmp_path,
-        cifar=cifar_dir,
-        supervise=False,
-    )
-    try:
-        whole.start()
-        whole.wait_for_step(FAIL_AT)
-        t1 = whole.restart_whole_job()
-        whole_results = whole.finish()
-        whole_logs = whole.describe()
-    finally:
-        whole.stop()
+    whole_results, whole_logs, t1 = run("wholejob", supervise=False, recover=TrainingJob.restart_whole_job)
     _check_resumed_in_sync(whole_results, whole_logs)
     assert [whole_results[i]["restart_count"] for i in range(WORKERS)] == [0, 0, 0]
     whole_s = recovery_seconds(whole_results, t1)

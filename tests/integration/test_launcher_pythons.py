@@ -10,12 +10,16 @@ kubelet puts them and ``KUBERNETES_SERVICE_HOST``/``PORT`` set as in a pod.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ranktable import exitcodes
+from ranktable.clusterspec import spec_to_json
+from ranktable.hccl import render_hccl
+from ranktable.stored import pack, plain_size
 from ranktable.tfconfig import tf_config
 from tests.support import launcherpyz, pythonroots
 from tests.support.kubeletdir import KubeletDir
@@ -75,6 +79,32 @@ def test_api_mode_in_cluster(
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert tf_config_of(result.stdout) == tf_config(spec, pod=POD)
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_compressed_form_local_rank_table_in_tmp_and_a_warning_without_tmp(
+    suite: str, dist: Path, tmp_path: Path
+) -> None:
+    spec = make_spec([("worker", 4)], devices=2)
+    files = {"cluster.json": spec_to_json(spec), "hccl.json": render_hccl(spec)}
+    (tmp_path / "config").mkdir()
+    KubeletDir(tmp_path / "config").publish(dict(pack(files, limit=plain_size(files) - 1).binary_data))
+    args = ("--config-dir", "/etc/ring-config", "--timeout", "20", "--print", "json")
+    binds = {"/ring": dist, "/etc/ring-config": tmp_path / "config"}
+    # The read-only root alone: no writable /tmp, so no local copy; a warning, and the launch goes on.
+    bare = pyz(suite, *args, binds=binds, env={})
+    assert bare.returncode == 0, bare.stderr
+    assert "RANK_TABLE_FILE" not in json.loads(bare.stdout) and json.loads(bare.stdout)["RANK"] == "2"
+    assert "warning: cannot write the rank table" in bare.stderr
+    # With /tmp mounted (the emptyDir of the documented pod template), twice as a restart would.
+    (tmp_path / "tmp").mkdir()
+    for _ in range(2):
+        result = pyz(suite, *args, binds={**binds, "/tmp": tmp_path / "tmp"}, env={})
+        assert result.returncode == 0, result.stderr
+        path = json.loads(result.stdout)["RANK_TABLE_FILE"]
+        assert path.startswith(f"/tmp/ring-hccl-{os.getuid()}/hccl-"), path
+        assert (tmp_path / path.lstrip("/")).read_text() == files["hccl.json"]
+    assert [p.name for p in (tmp_path / path.lstrip("/")).parent.iterdir() if p.name != ".lock"] == [Path(path).name]
 
 
 def test_api_mode_without_the_token_file_exits_78(dist: Path, tmp_path: Path, kubeconfig: Path) -> None:

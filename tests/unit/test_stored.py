@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import base64
 import gzip
+import json
 import os
+import stat
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from model.configmap import configmap_body, configmap_record
 from model.records import JobKey
-from ranktable import stored
-from ranktable.clusterspec import SpecError
+from ranktable import launcher, stored
+from ranktable.clusterspec import SpecError, spec_to_json
+from ranktable.hccl import render_hccl
 from ranktable.stored import (
     TooLarge,
     files_from_configmap,
@@ -20,10 +26,12 @@ from ranktable.stored import (
     rank_table_file,
     read_files,
     unpack,
+    write_local_rank_table,
     write_rank_table,
 )
 from ranktable.wait import FileSource, Observation
 from tests.support.kubeletdir import KubeletDir
+from tests.support.specs import make_spec
 
 FILES = {"cluster.json": '{"status":"completed","x":"' + "a" * 3000 + '"}', "hccl.json": '{"t":"' + "b" * 3000 + '"}'}
 
@@ -120,18 +128,110 @@ def test_the_file_source_reports_a_corrupt_compressed_file_as_malformed(tmp_path
     assert obs.cluster is None and obs.error is not None and "not gzip" in obs.error
 
 
-def test_the_compressed_form_gets_a_local_copy_of_the_table(tmp_path: Path) -> None:
+def test_the_compressed_form_gets_a_local_copy_of_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     volume = KubeletDir(tmp_path / "v")
     (tmp_path / "v").mkdir()
     volume.publish({"cluster.json": "{}", "hccl.json": "{}"})
     source = FileSource(str(tmp_path / "v"))
     assert source.rank_table_path("{}") == str(tmp_path / "v" / "hccl.json")
     volume.publish(dict(pack(FILES, limit=1000).binary_data))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
     local = source.rank_table_path(FILES["hccl.json"])
+    assert Path(local).parent.parent == tmp_path / "tmp" and Path(local).read_text() == FILES["hccl.json"]
+
+
+def _local_files(base: Path) -> list[str]:
+    """The files of the private directory of local copies, but its lock file."""
+    (directory,) = base.iterdir()
+    return sorted(p.name for p in directory.iterdir() if p.name != ".lock")
+
+
+TABLE_1 = '{"epoch":1,"t":"' + "1" * 500 + '"}'
+TABLE_2 = '{"epoch":2,"t":"' + "2" * 500 + '"}'
+
+
+def test_local_copies_restarts_of_one_epoch_share_a_file_and_a_new_epoch_replaces_it(tmp_path: Path) -> None:
+    first = write_local_rank_table(TABLE_1, base=str(tmp_path))
+    for _ in range(4):  # the same table again (a restart of the same epoch): the same file, nothing added
+        assert write_local_rank_table(TABLE_1, base=str(tmp_path)) == first
+    assert _local_files(tmp_path) == [os.path.basename(first)]
+    assert Path(first).read_text() == TABLE_1
+    directory = Path(first).parent
+    assert directory.name == f"ring-hccl-{os.getuid()}"
+    assert stat.S_IMODE(directory.stat().st_mode) == 0o700 and stat.S_IMODE(os.stat(first).st_mode) == 0o600
+    second = write_local_rank_table(TABLE_2, base=str(tmp_path))
+    assert second != first and _local_files(tmp_path) == [os.path.basename(second)]
+    assert Path(second).read_text() == TABLE_2
+
+
+def test_local_copies_a_killed_writers_temporary_file_goes_with_the_next_write(tmp_path: Path) -> None:
+    first = write_local_rank_table(TABLE_1, base=str(tmp_path))
+    stale = Path(first).parent / ".hccl-0123.json.x9"
+    stale.write_text("half a ta")
+    write_local_rank_table(TABLE_1, base=str(tmp_path))
+    assert _local_files(tmp_path) == [os.path.basename(first)]
+
+
+EXEC_TRAINER = """\
+import os, sys
+from ranktable.stored import write_local_rank_table
+path = write_local_rank_table(sys.argv[2], base=sys.argv[1])
+os.execvp(sys.executable, [sys.executable, "-c", "import sys; print(sys.argv[1], flush=True); sys.stdin.read()", path])
+"""
+
+
+def test_local_copies_a_table_an_execd_trainer_runs_with_is_kept_until_it_exits(tmp_path: Path) -> None:
+    # A launcher that writes the table and execs a trainer, which runs until its stdin closes.
+    trainer = subprocess.Popen(
+        [sys.executable, "-c", EXEC_TRAINER, str(tmp_path), TABLE_1],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     try:
-        assert not local.startswith(str(tmp_path)) and Path(local).read_text() == FILES["hccl.json"]
+        assert trainer.stdout is not None
+        path = trainer.stdout.readline().strip()
+        assert Path(path).read_text() == TABLE_1
+        # Another container sharing this /tmp moves on to the next epoch: the running trainer's file stays.
+        second = write_local_rank_table(TABLE_2, base=str(tmp_path))
+        assert _local_files(tmp_path) == sorted([os.path.basename(path), os.path.basename(second)])
     finally:
-        os.unlink(local)
+        assert trainer.stdin is not None
+        trainer.stdin.close()
+        trainer.wait(timeout=30)
+    # The trainer is gone: the next write removes its file.
+    write_local_rank_table(TABLE_2, base=str(tmp_path))
+    assert _local_files(tmp_path) == [os.path.basename(second)]
+
+
+def test_local_copies_refuse_a_directory_that_is_not_private(tmp_path: Path) -> None:
+    (tmp_path / f"ring-hccl-{os.getuid()}").write_text("not a directory")
+    with pytest.raises(PermissionError, match="is not a directory of user"):
+        write_local_rank_table(TABLE_1, base=str(tmp_path))
+
+
+def test_an_unwritable_tmpdir_leaves_rank_table_file_unset_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = make_spec([("worker", 2)], devices=2)
+    files = {"cluster.json": spec_to_json(spec), "hccl.json": render_hccl(spec)}
+    volume = tmp_path / "config"
+    volume.mkdir()
+    KubeletDir(volume).publish(dict(pack(files, limit=1000).binary_data))
+    read_only = tmp_path / "a-file"  # stands for /tmp on a read-only root: nothing can be created under it
+    read_only.write_text("")
+    monkeypatch.setattr(tempfile, "tempdir", str(read_only))
+    monkeypatch.delenv("RING_RANK_TABLE_DIR", raising=False)
+    argv = ["--config-dir", str(volume), "--pod", "job-worker-1", "--hostfile-dir", str(tmp_path / "h")]
+    assert launcher.main([*argv, "--timeout", "5", "--print", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert "RANK_TABLE_FILE" not in json.loads(out) and json.loads(out)["RANK"] == "1"
+    assert "warning: cannot write the rank table" in err and "RANK_TABLE_FILE is not set" in err
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert launcher.main([*argv, "--timeout", "5", "--print", "json"]) == 0
+    assert Path(json.loads(capsys.readouterr().out)["RANK_TABLE_FILE"]).read_text() == files["hccl.json"]
 
 
 def test_the_shared_storage_directory_gets_the_table_and_its_version(

@@ -23,7 +23,9 @@ from pathlib import Path
 import pytest
 
 import ranktable
-from ranktable.clusterspec import STATUS_INITIALIZING, ClusterSpec
+from ranktable.clusterspec import STATUS_INITIALIZING, ClusterSpec, spec_to_json
+from ranktable.hccl import render_hccl
+from ranktable.stored import pack, plain_size
 from tests.support.kubeletdir import KubeletDir
 from tests.support.specs import make_spec
 
@@ -108,6 +110,12 @@ class Launch:
         out, err = self.proc.communicate(timeout=timeout)
         return self.proc.returncode, out, err
 
+    def exited(self, code: int) -> str:
+        """Wait for ring-launch to end, check that it exited with ``code``; its stderr."""
+        returncode, _, err = self.finish()
+        assert returncode == code, err
+        return err
+
     def kill(self) -> None:
         """Stop ring-launch and, through it, CMD (which runs in a session of its own)."""
         if self.proc.poll() is None:
@@ -147,13 +155,35 @@ def ring_launch(config_dir: Path, *args: str) -> list[str]:
 
 
 def supervise(
-    launches: list[Launch], volume: KubeletDir, child: Path, *args: str, mode: str = "wait", tmp: Path
+    launches: list[Launch],
+    volume: KubeletDir,
+    child: Path,
+    *args: str,
+    mode: str = "wait",
+    tmp: Path,
+    env: dict[str, str] | None = None,
 ) -> Launch:
     argv = ring_launch(
         volume.root, "--supervise", "--hostfile-dir", str(tmp / "hosts"), *args, "--", sys.executable, str(child)
     )
-    launch = Launch([*argv, *mode.split()], env=env_for())
+    launch = Launch([*argv, *mode.split()], env=env_for(**(env or {})))
     launches.append(launch)
+    return launch
+
+
+#: The spec :func:`started` starts CMD on: two workers at epoch 1, this pod rank 1, rank 0 at 127.1.0.1.
+FIRST = make_spec([("worker", 2)], epoch=1)
+#: Epoch 2 of the same job while its pods are replaced: initializing, no member yet.
+REFORMING = make_spec([("worker", 2)], status=STATUS_INITIALIZING, epoch=2, present=set())
+
+
+def started(
+    launches: list[Launch], volume: KubeletDir, child: Path, *args: str, mode: str = "wait", tmp: Path
+) -> Launch:
+    """:func:`supervise` on :data:`FIRST`, returned once CMD has said it started."""
+    volume.publish_spec(FIRST)
+    launch = supervise(launches, volume, child, *args, mode=mode, tmp=tmp)
+    assert launch.line() == "started 0 1 127.1.0.1"
     return launch
 
 
@@ -229,46 +259,35 @@ def test_unwritable_hostfile_dir_leaves_the_hostfile_variables_out(volume: Kubel
 def test_new_epoch_restarts_cmd_with_the_new_env_and_signals_are_forwarded(
     volume: KubeletDir, child: Path, launches: list[Launch], tmp_path: Path
 ) -> None:
-    spec = make_spec([("worker", 2)], epoch=1)
-    volume.publish_spec(spec)
-    launch = supervise(launches, volume, child, tmp=tmp_path)
-    assert launch.line() == "started 0 1 127.1.0.1"
-    volume.publish_spec(moved(spec, epoch=2, master_ip="127.1.0.9"))
+    launch = started(launches, volume, child, tmp=tmp_path)
+    volume.publish_spec(moved(FIRST, epoch=2, master_ip="127.1.0.9"))
     assert launch.line() == "term 0"
     assert launch.line() == "started 1 2 127.1.0.9"
     assert (tmp_path / "hosts" / "hostfile").read_text().startswith("127.1.0.9 slots=1\n")
     os.kill(launch.proc.pid, signal.SIGTERM)  # to ring-launch: forwarded to CMD
     assert launch.line() == "term 1"
-    code, _, err = launch.finish()
-    assert code == 7, err  # CMD's own exit code
+    err = launch.exited(7)  # CMD's own exit code
     assert "new membership: epoch 1 -> 2" in err
 
 
 def test_initializing_epoch_stops_cmd_and_restart_waits_for_completed(
     volume: KubeletDir, child: Path, launches: list[Launch], tmp_path: Path
 ) -> None:
-    spec = make_spec([("worker", 2)], epoch=1)
-    volume.publish_spec(spec)
-    launch = supervise(launches, volume, child, tmp=tmp_path)
-    assert launch.line() == "started 0 1 127.1.0.1"
-    volume.publish_spec(make_spec([("worker", 2)], status=STATUS_INITIALIZING, epoch=2, present=set()))
+    launch = started(launches, volume, child, tmp=tmp_path)
+    volume.publish_spec(REFORMING)
     assert launch.line() == "term 0"  # stopped at once: the old ring is gone
-    volume.publish_spec(moved(spec, epoch=3, master_ip="127.1.0.7"))
+    volume.publish_spec(moved(FIRST, epoch=3, master_ip="127.1.0.7"))
     assert launch.line() == "started 1 3 127.1.0.7"  # never started on the initializing spec
 
 
 def test_cmd_ignoring_sigterm_is_killed_after_the_grace_period(
     volume: KubeletDir, child: Path, launches: list[Launch], tmp_path: Path
 ) -> None:
-    spec = make_spec([("worker", 2)], epoch=1)
-    volume.publish_spec(spec)
-    launch = supervise(launches, volume, child, "--grace-period", "0.2", mode="ignore-term", tmp=tmp_path)
-    assert launch.line() == "started 0 1 127.1.0.1"
-    volume.publish_spec(moved(spec, epoch=2, master_ip="127.1.0.9"))
+    launch = started(launches, volume, child, "--grace-period", "0.2", mode="ignore-term", tmp=tmp_path)
+    volume.publish_spec(moved(FIRST, epoch=2, master_ip="127.1.0.9"))
     assert launch.line() == "started 1 2 127.1.0.9"
     os.kill(launch.proc.pid, signal.SIGTERM)  # forwarded, ignored again: SIGKILL after the grace period
-    code, _, err = launch.finish()
-    assert code == 128 + signal.SIGKILL, err
+    err = launch.exited(128 + signal.SIGKILL)
     assert err.count("SIGKILL") >= 2, err  # once for the restart, once for the forwarded SIGTERM
 
 
@@ -276,59 +295,45 @@ def test_cmd_ignoring_sigterm_is_killed_after_the_grace_period(
 def test_cmd_ending_by_itself_gives_its_exit_code(
     volume: KubeletDir, child: Path, launches: list[Launch], tmp_path: Path, code: int
 ) -> None:
-    volume.publish_spec(make_spec([("worker", 2)]))
-    launch = supervise(launches, volume, child, "--grace-period", "0.5", mode=f"exit {code}", tmp=tmp_path)
-    assert launch.line() == "started 0 1 127.1.0.1"
-    assert launch.finish()[0] == code
+    started(launches, volume, child, "--grace-period", "0.5", mode=f"exit {code}", tmp=tmp_path).exited(code)
 
 
 def test_max_restarts_spent_exits_4(volume: KubeletDir, child: Path, launches: list[Launch], tmp_path: Path) -> None:
-    spec = make_spec([("worker", 2)], epoch=1)
-    volume.publish_spec(spec)
-    launch = supervise(launches, volume, child, "--max-restarts", "1", tmp=tmp_path)
-    assert launch.line() == "started 0 1 127.1.0.1"
-    volume.publish_spec(moved(spec, epoch=2, master_ip="127.1.0.8"))
+    launch = started(launches, volume, child, "--max-restarts", "1", tmp=tmp_path)
+    volume.publish_spec(moved(FIRST, epoch=2, master_ip="127.1.0.8"))
     assert launch.line() == "term 0"
     assert launch.line() == "started 1 2 127.1.0.8"
-    volume.publish_spec(moved(spec, epoch=3, master_ip="127.1.0.9"))
+    volume.publish_spec(moved(FIRST, epoch=3, master_ip="127.1.0.9"))
     assert launch.line() == "term 1"
-    code, _, err = launch.finish()
-    assert code == 4, err
+    err = launch.exited(4)
     assert "--max-restarts 1 spent" in err
 
 
 def test_pod_dropped_from_the_new_spec_exits_3(
     volume: KubeletDir, child: Path, launches: list[Launch], tmp_path: Path
 ) -> None:
-    volume.publish_spec(make_spec([("worker", 2)], epoch=1))
-    launch = supervise(launches, volume, child, "--timeout", "1", tmp=tmp_path)
-    assert launch.line() == "started 0 1 127.1.0.1"
+    launch = started(launches, volume, child, "--timeout", "1", tmp=tmp_path)
     volume.publish_spec(make_spec([("worker", 1)], epoch=2))  # scaled down: job-worker-1 is gone
     assert launch.line() == "term 0"
-    code, _, err = launch.finish()
-    assert code == 3, err
+    err = launch.exited(3)
     assert "not in the cluster spec (epoch 2)" in err
 
 
 def test_sigint_while_waiting_for_the_new_spec_exits_130(
     volume: KubeletDir, child: Path, launches: list[Launch], tmp_path: Path
 ) -> None:
-    volume.publish_spec(make_spec([("worker", 2)], epoch=1))
-    launch = supervise(launches, volume, child, tmp=tmp_path)
-    assert launch.line() == "started 0 1 127.1.0.1"
-    volume.publish_spec(make_spec([("worker", 2)], status=STATUS_INITIALIZING, epoch=2, present=set()))
+    launch = started(launches, volume, child, tmp=tmp_path)
+    volume.publish_spec(REFORMING)
     assert launch.line() == "term 0"
     os.kill(launch.proc.pid, signal.SIGINT)
-    code, _, err = launch.finish()
-    assert code == 130, err
+    launch.exited(130)
 
 
 def test_cmd_failing_just_before_the_new_epoch_is_restarted(
     volume: KubeletDir, child: Path, launches: list[Launch], tmp_path: Path
 ) -> None:
     """A trainer that dies of its peer's loss a moment before the spec changes is restarted, not reported."""
-    spec = make_spec([("worker", 2)], epoch=1)
-    volume.publish_spec(spec)
+    volume.publish_spec(FIRST)
     argv = ring_launch(volume.root, "--supervise", "--grace-period", "30", "--hostfile-dir", str(tmp_path / "h"))
     script = (
         "import os, sys; print('started', os.environ['RING_RESTART_COUNT'], flush=True);"
@@ -338,8 +343,34 @@ def test_cmd_failing_just_before_the_new_epoch_is_restarted(
     launches.append(launch)
     assert launch.line() == "started 0"
     launch.stderr_until("CMD exited with 9")  # failed by itself; ring-launch now waits up to the grace period
-    volume.publish_spec(moved(spec, epoch=2, master_ip="127.1.0.9"))
+    volume.publish_spec(moved(FIRST, epoch=2, master_ip="127.1.0.9"))
     assert launch.line() == "started 1"
-    code, _, err = launch.finish()
-    assert code == 0, err
-    assert "restart 1 (epoch 2)" in err
+    assert "restart 1 (epoch 2)" in launch.exited(0)
+
+
+def test_restarts_on_new_epochs_leave_one_local_rank_table(
+    volume: KubeletDir, child: Path, launches: list[Launch], tmp_path: Path
+) -> None:
+    """The compressed form: every start writes a local copy for RANK_TABLE_FILE, and the old epochs' copies go."""
+
+    def publish(spec: ClusterSpec) -> str:
+        files = {"cluster.json": spec_to_json(spec), "hccl.json": render_hccl(spec)}
+        volume.publish(dict(pack(files, limit=plain_size(files) - 1).binary_data))
+        return files["hccl.json"]
+
+    def local_tables() -> list[str]:
+        (directory,) = tmp.iterdir()  # $TMPDIR/ring-hccl-<uid>
+        return [p.read_text() for p in directory.iterdir() if p.name != ".lock"]
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    spec = make_spec([("worker", 2)], epoch=1, devices=1)
+    table = publish(spec)
+    launch = supervise(launches, volume, child, tmp=tmp_path, env={"TMPDIR": str(tmp)})
+    assert launch.line() == "started 0 1 127.1.0.1"
+    assert local_tables() == [table]
+    for restart in (1, 2):
+        table = publish(moved(spec, epoch=restart + 1, master_ip=f"127.1.0.{restart + 7}"))
+        assert launch.line() == f"term {restart - 1}"
+        assert launch.line() == f"started {restart} {restart + 1} 127.1.0.{restart + 7}"
+        assert local_tables() == [table]
