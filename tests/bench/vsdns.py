@@ -101,7 +101,7 @@ def run_one(
         raise RuntimeError(f"{name}: {len(failed)} worker(s) without a result:\n{tail}")
     starts = [w.container_start for w in logs if w.container_start is not None]
     configs = [w.result["timestamps"]["start"] for w in logs if w.result]
-    steps = [w.result["timestamps"]["first_step"] for w in logs if w.result]
+    steps = [w.result["timestamps"].get("first_step") for w in logs if w.result]
     seen = {len(w.tf_config["cluster"]["worker"]) for w in logs if w.tf_config}
     per_worker = worker_stages(pods, logs, watch=watch, pleg=kubelet.pleg(), configmap=f"rings-config-{name}")
     at = stages.run_stages(per_worker, created=created)
@@ -111,7 +111,7 @@ def run_one(
         "last_start_s": round(max(starts) - created, 3),
         "exported_s": at["exec"],
         "tf_config_s": round(max(configs) - created, 3),
-        "first_step_s": round(max(steps) - created, 3),
+        "first_step_s": round(max(steps) - created, 3) if steps and None not in steps else None,
         "workers_seen": sorted(seen),
         "stages_s": at,
         "worker_stages_s": [
@@ -192,6 +192,11 @@ def summarise(runs: list[Json]) -> Json:
         row: Json = {"runtime": kind, "workers": workers, "runs": len(rs)}
         for key in FIGURES:
             row[key] = stages.quantiles(r[key] for r in rs if r.get(key) is not None)
+        row["runs_e2e"] = sum(1 for r in rs if r.get("first_step_s") is not None)
+        trained = [r["overhead_s"] for r in rs if r.get("first_step_s") is not None]
+        probed = [r["overhead_s"] for r in rs if r.get("first_step_s") is None]
+        if trained and probed:  # the two kinds of run apart: does training after discovery shift it?
+            row["overhead_s_by_trainer"] = {"tensorflow": stages.quantiles(trained), "probe": stages.quantiles(probed)}
         if all("stages_s" in r for r in rs):
             row["stages"] = stages.summarise_stages(rs, order=stages.CHAINS[kind])
         out["by"].append(row)
@@ -219,20 +224,33 @@ def _cell(q: Json | None) -> str:
 
 def render(summary: Json) -> str:
     lines = [
-        "| runtime | workers | runs | last container started (s) | TF_CONFIG exported everywhere (s) "
+        "| runtime | workers | runs (trained) | last container started (s) | TF_CONFIG exported everywhere (s) "
         "| every worker past step 1 (s) | discovery overhead (s) |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in summary["by"]:
         lines.append(
-            f"| {r['runtime']} | {r['workers']} | {r['runs']} | {_cell(r['last_start_s'])} | {_cell(r['exported_s'])} "
+            f"| {r['runtime']} | {r['workers']} | {r['runs']} ({r['runs_e2e']}) | {_cell(r['last_start_s'])} "
+            f"| {_cell(r['exported_s'])} "
             f"| {_cell(r['first_step_s'])} | {_cell(r['overhead_s'])} |"
         )
     lines.append("")
     lines.append(
         "p50 / p95 / max, seconds from the TrainJob's creation. "
-        "Discovery overhead = TF_CONFIG exported everywhere - last container started."
+        "Discovery overhead = TF_CONFIG exported everywhere - last container started. "
+        "Runs (trained): all runs, and in brackets those that trained to step 1 (the others ran the probe, "
+        "--e2e-repeats); end to end is from the trained runs only."
     )
+    split = [r for r in summary["by"] if r.get("overhead_s_by_trainer")]
+    if split:
+        lines.append("")
+        lines.append("Discovery overhead of trained runs against probe runs (p50 / p95 / max):")
+        for r in split:
+            both = r["overhead_s_by_trainer"]
+            lines.append(
+                f"- {r['runtime']} {r['workers']} workers: trained {_cell(both['tensorflow'])}, "
+                f"probe {_cell(both['probe'])}"
+            )
     ratios = ", ".join(f"{k} workers: {v}x" for k, v in summary["ratio_overhead_p50_by_workers"].items())
     lines.append(
         f"DNS overhead p50 / best ring-controller overhead p50: {ratios}; all runs: {summary['ratio_overhead_p50']}x"
@@ -307,7 +325,7 @@ def plot(summary: Json, path: Path) -> None:
                          va="bottom", fontsize=7, rotation=90)  # fmt: skip
             created_start = row["last_start_s"]["p50"]
             exported = row["exported_s"]["p50"] if row["exported_s"] else created_start
-            first = row["first_step_s"]["p50"]
+            first = row["first_step_s"]["p50"] if row["first_step_s"] else exported
             parts = [
                 ("created -> last container start", created_start, "#bdc3c7"),
                 ("-> TF_CONFIG exported", exported - created_start, "#27ae60"),
@@ -348,6 +366,16 @@ def _schedule(args: argparse.Namespace, sizes: list[int], kinds: list[str]) -> l
     ]
 
 
+def _runtime_name(name: str, trainer: str) -> str:
+    """The ClusterTrainingRuntime of runtime ``name`` with ``trainer`` (train.py keeps the plain name)."""
+    return name if trainer == "tensorflow" else f"{name}-{trainer}"
+
+
+def _trainer(args: argparse.Namespace, repeat: int) -> str:
+    """What repeat ``repeat`` runs after TF_CONFIG: train.py for the first ``--e2e-repeats``, then the probe."""
+    return "tensorflow" if args.e2e_repeats is None or repeat < args.e2e_repeats else "probe"
+
+
 def _write(path: Path | None, runs: list[Json], failures: list[Json]) -> None:
     """The JSON so far (after every run, so a long measurement cut short keeps what it measured)."""
     if path is not None:
@@ -375,6 +403,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"default {','.join(nodejobs.RUNTIMES)} (ring-registered needs self-registration, issue 24)",
     )
     p.add_argument("--steps", type=int, default=3, help="training steps per run (default 3)")
+    p.add_argument(
+        "--e2e-repeats",
+        type=int,
+        default=None,
+        metavar="K",
+        help="train only in the first K repeats (end to end from those); later repeats run a probe that "
+        "reports TF_CONFIG and exits, without TensorFlow (default: every repeat trains). Eight TensorFlow "
+        "imports take about 20 s on two cores; the discovery stages end before the trainer starts",
+    )
     p.add_argument("--json", type=Path, metavar="OUT", help="write the figures here (rewritten after every run)")
     p.add_argument(
         "--deadline", type=float, default=None, metavar="SECONDS", help="start no run after this many seconds"
@@ -419,12 +456,16 @@ def main(argv: list[str] | None = None) -> int:
     failures: list[Json] = []
     failed: dict[str, int] = {}
     try:
+        trainers = sorted({_trainer(args, repeat) for repeat in range(args.repeats)})
         for kind, name in runtimes.items():
-            custom.create_cluster_custom_object(
-                *nodejobs.TRAINER,
-                "clustertrainingruntimes",
-                nodejobs.runtime(kind, name, data_dir=data, steps=args.steps),
-            )
+            for trainer in trainers:
+                custom.create_cluster_custom_object(
+                    *nodejobs.TRAINER,
+                    "clustertrainingruntimes",
+                    nodejobs.runtime(
+                        kind, _runtime_name(name, trainer), data_dir=data, steps=args.steps, trainer=trainer
+                    ),
+                )
         started = time.monotonic()
         for repeat, workers, kind in _schedule(args, sizes, kinds):
             if args.deadline is not None and time.monotonic() - started > args.deadline:
@@ -434,9 +475,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             wait_gone(core, namespace)
             name = f"{kind.replace('ring-', 'r')}-{workers}w-{repeat}"
+            trainer = _trainer(args, repeat)
             try:
                 run = run_one(
-                    core, custom, namespace=namespace, kind=kind, runtime_name=runtimes[kind],
+                    core, custom, namespace=namespace, kind=kind, runtime_name=_runtime_name(runtimes[kind], trainer),
                     workers=workers, name=name, timeout=args.timeout, watch=watch, kubelet=kubelet,
                 )  # fmt: skip
             except (RuntimeError, AssertionError, ApiException) as err:
@@ -446,6 +488,7 @@ def main(argv: list[str] | None = None) -> int:
                 _write(args.json, runs, failures)
                 continue
             run["repeat"] = repeat
+            run["trainer"] = trainer
             runs.append(run)
             _write(args.json, runs, failures)
             after = {
@@ -455,17 +498,20 @@ def main(argv: list[str] | None = None) -> int:
             }
             _say(
                 f"{kind:15s} {workers} workers #{repeat}: last start {run['last_start_s']:.2f}s, "
-                f"TF_CONFIG +{run['overhead_s']:.2f}s, first step {run['first_step_s']:.2f}s, "
+                f"TF_CONFIG +{run['overhead_s']:.2f}s, first step {run['first_step_s'] or '-'}s ({trainer}), "
                 f"workers seen {run['workers_seen']}; stages {after}"
             )
     finally:
         controller.stop()
         watch.stop()
         for name in runtimes.values():
-            try:
-                custom.delete_cluster_custom_object(*nodejobs.TRAINER, "clustertrainingruntimes", name)
-            except ApiException:
-                pass
+            for trainer in nodejobs.TRAINERS:
+                try:
+                    custom.delete_cluster_custom_object(
+                        *nodejobs.TRAINER, "clustertrainingruntimes", _runtime_name(name, trainer)
+                    )
+                except ApiException:
+                    pass
         core.delete_namespace(namespace, propagation_policy="Background")
     summary = summarise(runs)
     print(render(summary))

@@ -63,10 +63,12 @@ __all__ = [
     "REGISTER_JOB_ANNOTATION",
     "REGISTER_LAUNCH_ARGS",
     "PORT",
+    "PROBE",
     "RING_RUNTIME",
     "RUNTIMES",
     "START_MARKER",
     "TRAINER",
+    "TRAINERS",
     "TRAINER_IMAGE",
     "WorkerLog",
     "apply",
@@ -124,12 +126,35 @@ def pod_spec(runtime: Json) -> Json:
     return spec
 
 
-def runtime(kind: str, name: str, *, data_dir: Path, steps: int = 3, delay_index: int | None = None) -> Json:
+#: What a worker runs after TF_CONFIG in ``runtime(..., trainer="probe")``: no TensorFlow, one
+#: ``RESULT`` line as train.py's (its TF_CONFIG and start time; no first step), then exit.
+PROBE = (
+    "import json, os, time; start = time.time(); "
+    'print("RESULT " + json.dumps({"tf_config": json.loads(os.environ["TF_CONFIG"]), '
+    '"timestamps": {"start": start, "first_step": None}}), flush=True)'
+)
+TRAINERS = ("tensorflow", "probe")
+
+
+def runtime(
+    kind: str,
+    name: str,
+    *,
+    data_dir: Path,
+    steps: int = 3,
+    delay_index: int | None = None,
+    trainer: str = "tensorflow",
+) -> Json:
     """The ClusterTrainingRuntime ``name`` of ``kind`` (see the module doc), on the real node.
 
     ``delay_index``: that worker's pod runs an init container sleeping 20 s
-    first (its container starts 20 s after the others').
+    first (its container starts 20 s after the others'). ``trainer``:
+    ``tensorflow`` runs train.py for ``steps`` steps; ``probe`` only reports
+    the TF_CONFIG it was given (:data:`PROBE`): discovery without training,
+    for benchmarks that need many runs of the discovery stages.
     """
+    if trainer not in TRAINERS:
+        raise ValueError(f"unknown trainer {trainer!r}; choose from {TRAINERS}")
     if kind not in RUNTIMES:
         raise ValueError(f"unknown runtime {kind!r}; choose from {RUNTIMES}")
     doc: Json = yaml.safe_load((BASELINE if kind == "dns" else RING_RUNTIME).read_text())
@@ -153,7 +178,9 @@ def runtime(kind: str, name: str, *, data_dir: Path, steps: int = 3, delay_index
     if kind != "dns":
         launch.append("--")
     container["command"] = ["sh", "-c", START_MARKER, "sh", *launch, *EXEC_PREFIX]
-    container["args"] = ["python", "/app/train.py", "--result", "-"]
+    container["args"] = (
+        ["python", "/app/train.py", "--result", "-"] if trainer == "tensorflow" else ["python", "-c", PROBE]
+    )
     env = [e for e in container.get("env", []) if e["name"] not in ("EPOCHS", "NCCL_DEBUG", "TF_WORKER_PORT")]
     env += [
         {"name": "TF_WORKER_PORT", "value": str(PORT)},
