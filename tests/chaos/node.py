@@ -50,8 +50,9 @@ Judged per scenario, from the API server's objects and the workers' logs
   training step after it: of a trainer started after the fault where the
   fault ends the trainers (all but the kubelet and containerd restarts),
   else after the fault ended;
-- ``in_sync``: at the end every worker finished every step with the same
-  weights (SHA-256 of the final weights).
+- ``in_sync``: at the end every worker's pod ended ``Succeeded`` with its
+  trainer's RESULT, every step done, and the same weights (SHA-256 of the
+  final weights): the workers finishing one after another disturb nobody.
 
 Host changes are undone in ``finally``: the kubelet and containerd are
 started again, the iptables rules removed, the namespace deleted.
@@ -503,16 +504,20 @@ class NodeRun:
         raise RuntimeError(f"the workers did not do {steps} steps within {RECOVERY_TIMEOUT:.0f}s")
 
     def _finish(self, world: World, logs: Logs, names: list[str], steps: int) -> tuple[bool, Json]:
-        """Wait until every member's last trainer run printed its final weights; (all the same and
-        every step done, per-pod summary)."""
+        """Wait until every member's pod ended (its launcher and trainer exited); (all ended well:
+        ``Succeeded`` with the trainer's RESULT, every step done, the same final weights; per-pod summary).
+
+        A worker that finishes must not disturb the others: a supervisor that took the first
+        finished pod for a lost member would stop its own trainer before the RESULT (the pod
+        then never ends ``Succeeded`` with one).
+        """
         deadline = time.monotonic() + RECOVERY_TIMEOUT
         while time.monotonic() < deadline:
-            last = {r.pod: r for r in sorted(logs.runs(), key=lambda r: r.started) if r.pod in names}
-            if len(last) == len(names) and all(r.weights for r in last.values()):
+            pods = self.pods(world)
+            if all(n in pods and pods[n].status.phase in ("Succeeded", "Failed") for n in names):
                 break
             self.check_startable(world)
             time.sleep(1.0)
-        time.sleep(5.0)  # let the trainers print their RESULT and exit
         logs.poll()
         pods = self.pods(world)
         last = {r.pod: r for r in sorted(logs.runs(), key=lambda r: r.started) if r.pod in names}
@@ -535,7 +540,7 @@ class NodeRun:
             len(final) == len(names)
             and len(digests) == 1
             and "" not in digests
-            and all(v["last_step"] == steps for v in final.values())
+            and all(v["last_step"] == steps and v["result"] and v["phase"] == "Succeeded" for v in final.values())
         )
         return ok, final
 
