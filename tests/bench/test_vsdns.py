@@ -73,3 +73,14 @@ def test_summary_takes_end_to_end_from_trained_runs_and_splits_the_overhead() ->
     assert ring["overhead_s_by_trainer"]["tensorflow"]["max"] == 0.4
     assert summary["ratio_overhead_p50_by_workers"]["2"] == 50.0
     assert "ring-api 2 workers: trained" in vsdns.render(summary)
+
+
+def test_merge_summarises_runs_of_several_files_together(tmp_path: Path) -> None:
+    first, second, out = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "out.json"
+    first.write_text(json.dumps({"runs": [_run("dns", 10.0, 15.0)], "failures": []}))
+    second.write_text(json.dumps({"runs": [_run("ring-api", 0.25, 7.0)], "failures": [{"runtime": "ring-api"}]}))
+    assert vsdns.main(["--merge", str(first), str(second), "--json", str(out)]) == 0
+    merged = json.loads(out.read_text())
+    assert len(merged["runs"]) == 2
+    assert merged["ratio_overhead_p50_by_workers"]["2"] == 40.0
+    assert merged["failures"] == [{"runtime": "ring-api"}]

@@ -417,13 +417,39 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--deadline", type=float, default=None, metavar="SECONDS", help="start no run after this many seconds"
     )
     p.add_argument("--plot", type=Path, metavar="OUT.png", help="draw the figures (needs matplotlib)")
+    p.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        metavar="IN.json",
+        help="run nothing: summarise the runs of earlier --json files together (e.g. runtimes measured in "
+        "turns) into --json and --plot, and print the tables",
+    )
     p.add_argument("--state-dir", type=Path, default=None, help="the cluster (default: the tests' workloads cluster)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds one run may take")
     return p.parse_args(argv)
 
 
+def merge(paths: list[Path], *, json_out: Path | None, plot_out: Path | None) -> int:
+    """``--merge``: the runs and failures of earlier ``--json`` files, summarised together."""
+    runs: list[Json] = []
+    failures: list[Json] = []
+    for path in paths:
+        doc = json.loads(path.read_text())
+        runs += doc["runs"]
+        failures += doc.get("failures", [])
+    summary = summarise(runs)
+    print(render(summary))
+    _write(json_out, runs, failures)
+    if plot_out and runs:
+        plot(summary, plot_out)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.merge:
+        return merge(args.merge, json_out=args.json, plot_out=args.plot)
     sizes = [int(x) for x in args.workers.split(",") if x]
     kinds = [k for k in args.runtimes.split(",") if k]
     state = args.state_dir or workloads_state_dir()
