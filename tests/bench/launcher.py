@@ -1,6 +1,7 @@
 """Launcher start -> spec observed, and the cost of waiting: before and after the one-file launcher.
 
     build/bench.sh --launcher [--repeats 5] [--concurrency 1,8] [--wait 60] [--before REF] [--json OUT]
+    build/bench.sh --launcher --parts register [--concurrency 1,8] [--repeats 5] [--python PY]
 
 Start: N launchers (``--concurrency``) start at once, each with
 ``--print json`` against a spec that is already completed, in file mode (a
@@ -19,6 +20,21 @@ seconds over the whole run, and over ``--swaps`` short waits (p50 and max)
 the latency from the swap to the launcher's "spec completed" line (the
 figure the 50 ms target is about) and to its exit.
 
+Register (``--parts register``, issue 24): N launchers start at once in API
+mode with ``--register``, each as the one-file launcher of its own pod (a real
+pod object, unscheduled, of the ServiceAccount ``ring-launch`` that
+``build/launcher-rbac.yaml`` grants; the launcher authenticates with a token
+the TokenRequest API bound to that pod, as the kubelet mounts it; the
+cluster-scoped admission policy is not installed). Per launcher: wall
+seconds from process start to its ``registered on pod`` line (printed when
+the PATCH's answer arrived, so the PATCH reached the API server before it),
+the CPU seconds it had used by then (``/proc/PID/stat``, 10 ms ticks), and
+wall and CPU seconds to its exit (spec observed through the same API
+connection, ``--print json``). Variants: main's one-file launcher (built from
+``--before``) and this tree's, each run as the documented container command
+(``PY ring-launch.pyz``) and as ``PY -I -S ring-launch.pyz``; ``PY`` is
+``--python`` (default: this interpreter).
+
 Prints a table; ``--json`` writes the figures. The cluster is the tests'
 (``$RING_DEVCLUSTER_STATE``), brought up or reused like the tests do.
 """
@@ -28,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import selectors
 import statistics
 import subprocess
 import sys
@@ -38,9 +55,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ranktable.clusterspec import STATUS_INITIALIZING
 from tests.support import launcherpyz
 from tests.support.clients import REPO, K8s, devcluster_state_dir
+from tests.support.kubectlring import token_kubeconfig
 from tests.support.kubehelp import create_namespace, delete_namespace
 from tests.support.kubeletdir import KubeletDir
 from tests.support.launcherapi import put_spec
@@ -113,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--swaps", type=int, default=10, help="swap -> exit samples (default 10)")
     p.add_argument("--parts", default="start,wait", help="which measurements (default start,wait)")
     p.add_argument("--before", default=None, help="git ref of the old launcher (default: merge-base with main)")
+    p.add_argument("--python", default=sys.executable, help="interpreter of the register part (default: this one)")
     p.add_argument("--json", type=Path, metavar="OUT")
     args = p.parse_args(argv)
 
@@ -149,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
             "file": ["--config-dir", str(volume.root)],
             "api": ["--from-api", "--kubeconfig", str(cluster.kubeconfig), "--namespace", namespace, "--configmap", CM],
         }
-        lines = [f"{'variant':8} {'mode':5} {'N':>3} {'wall p50':>9} {'wall max':>9} {'CPU-s/launcher':>15}"]
+        lines = []
+        if "start" in args.parts.split(","):
+            lines.append(f"{'variant':8} {'mode':5} {'N':>3} {'wall p50':>9} {'wall max':>9} {'CPU-s/launcher':>15}")
         for mode, mode_args in modes.items() if "start" in args.parts.split(",") else ():
             for n in [int(x) for x in args.concurrency.split(",")]:
                 for variant, base in variants.items():
@@ -163,6 +186,19 @@ def main(argv: list[str] | None = None) -> int:
                         f"{variant:8} {mode:5} {n:>3} {s['wall_p50']:>8.3f}s {s['wall_max']:>8.3f}s {s['cpu_mean']:>14.3f}"
                     )
                     _say(lines[-1])
+        if "register" in args.parts.split(","):
+            launcherpyz.builder().build(work / "before.pyz", repo=old)
+            figures["register"] = register_figures(
+                k8s,
+                kubeconfig=cluster.kubeconfig,
+                namespace=namespace,
+                pyz={"before": work / "before.pyz", "after": pyz},
+                python=args.python,
+                concurrency=[int(x) for x in args.concurrency.split(",")],
+                repeats=args.repeats,
+                work=work,
+                lines=lines,
+            )
         for variant, base in variants.items() if "wait" in args.parts.split(",") else ():
             figures["wait"][variant] = wait_figures(base, env_of[variant], work / f"wait-{variant}", args)
             w = figures["wait"][variant]
@@ -178,6 +214,165 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         delete_namespace(k8s, namespace)
     return 0
+
+
+def _launcher_grant(k8s: Any, namespace: str) -> str:
+    """The namespaced part of build/launcher-rbac.yaml (account, Role, binding) in ``namespace``; the account."""
+    with (REPO / "build" / "launcher-rbac.yaml").open(encoding="utf-8") as handle:
+        for doc in yaml.safe_load_all(handle):
+            kind = (doc or {}).get("kind")
+            if kind == "ServiceAccount":
+                k8s.core.create_namespaced_service_account(namespace, doc)
+                account = str(doc["metadata"]["name"])
+            elif kind == "Role":
+                k8s.rbac.create_namespaced_role(namespace, doc)
+            elif kind == "RoleBinding":
+                k8s.rbac.create_namespaced_role_binding(namespace, doc)
+    return account
+
+
+def _member_pods(k8s: Any, namespace: str, spec: Any, account: str, kubeconfig: Path, work: Path) -> list[Any]:
+    """One unscheduled pod per member of ``spec``; per pod (name, ip, kubeconfig with a token bound to it)."""
+    members = []
+    for member in spec.members:
+        pod = k8s.core.create_namespaced_pod(
+            namespace,
+            {
+                "metadata": {"name": member.pod},
+                "spec": {
+                    "serviceAccountName": account,
+                    "automountServiceAccountToken": False,
+                    "nodeSelector": {"ring-controller.test/none": "x"},
+                    "containers": [{"name": "c", "image": "x"}],
+                },
+            },
+        )
+        request = {
+            "spec": {
+                "expirationSeconds": 3600,
+                "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": member.pod, "uid": pod.metadata.uid},
+            }
+        }
+        token = k8s.core.create_namespaced_service_account_token(account, namespace, request).status.token
+        config = token_kubeconfig(kubeconfig, token, work / f"{member.pod}.kubeconfig")
+        members.append((member.pod, member.ip, config))
+    return members
+
+
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far (clock ticks from /proc)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_registering(argvs: Sequence[tuple[Sequence[str], dict[str, str]]], cwd: Path) -> list[dict[str, float]]:
+    """Start every (argv, env) at once; per launcher: wall and CPU s to its "registered" line and to its exit."""
+    sel = selectors.DefaultSelector()
+    procs: dict[int, dict[str, Any]] = {}
+    for argv, env in argvs:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(list(argv), env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        assert proc.stderr is not None
+        procs[proc.pid] = {"t0": t0, "buf": b"", "err": b""}
+        sel.register(proc.stderr, selectors.EVENT_READ, proc.pid)
+    open_pipes = len(procs)
+    while open_pipes:
+        for key, _ in sel.select():
+            pid = key.data
+            row = procs[pid]
+            chunk = os.read(key.fd, 65536)
+            if not chunk:
+                sel.unregister(key.fileobj)
+                key.fileobj.close()  # type: ignore[union-attr]
+                open_pipes -= 1
+                continue
+            row["err"] += chunk
+            if "registered" not in row and b"ring-launch: registered on pod" in row["err"]:
+                row["registered"] = time.monotonic() - row["t0"]
+                try:
+                    row["registered_cpu"] = _proc_cpu(pid)
+                except OSError:
+                    row["registered_cpu"] = float("nan")
+    results = []
+    for pid, row in procs.items():
+        _, status, usage = os.wait4(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0 or "registered" not in row:
+            raise RuntimeError(f"launcher failed (exit {code}) or did not register: {row['err'].decode()[-600:]}")
+        results.append(
+            {
+                "registered": row["registered"],
+                "registered_cpu": row["registered_cpu"],
+                "exit": time.monotonic() - row["t0"],
+                "cpu": usage.ru_utime + usage.ru_stime,
+            }
+        )
+    return results
+
+
+def register_figures(
+    k8s: Any,
+    *,
+    kubeconfig: Path,
+    namespace: str,
+    pyz: dict[str, Path],
+    python: str,
+    concurrency: list[int],
+    repeats: int,
+    work: Path,
+    lines: list[str],
+) -> dict[str, Any]:
+    """Launcher start -> its registration PATCH answered, and -> spec observed (exit), per variant and N."""
+    spec = make_spec([("worker", max(concurrency))])
+    put_spec(k8s, namespace, "rings-config-register", spec)
+    account = _launcher_grant(k8s, namespace)
+    members = _member_pods(k8s, namespace, spec, account, kubeconfig, work)
+    flags = {"": [], "-I -S": ["-I", "-S"]}
+
+    def argv(variant: str, flag: str, member: tuple[str, str, Path]) -> tuple[list[str], dict[str, str]]:
+        pod, ip, config = member
+        command = [python, *flags[flag], str(pyz[variant]), "--from-api", "--register", "--kubeconfig", str(config)]
+        command += ["--namespace", namespace, "--configmap", "rings-config-register", "--timeout", "60"]
+        return [*command, "--print", "json"], {"PATH": os.environ["PATH"], "POD_NAME": pod, "POD_IP": ip}
+
+    # The Role binding takes effect within moments: one launcher must register before the clock runs.
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            run_registering([argv("after", "-I -S", members[0])], work)
+            break
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    figures: dict[str, Any] = {}
+    lines.append(
+        f"{'variant':8} {'python':7} {'N':>3} {'-> registered p50/max':>22} {'CPU-s p50':>9} "
+        f"{'-> exit p50/max':>16} {'CPU-s p50':>9}"
+    )
+    for n in concurrency:
+        for flag in flags:
+            for variant in pyz:
+                rows: list[dict[str, float]] = []
+                for _ in range(repeats):
+                    rows += run_registering([argv(variant, flag, m) for m in members[:n]], work)
+                s = {
+                    "registered_p50": statistics.median(r["registered"] for r in rows),
+                    "registered_max": max(r["registered"] for r in rows),
+                    "registered_cpu_p50": statistics.median(r["registered_cpu"] for r in rows),
+                    "exit_p50": statistics.median(r["exit"] for r in rows),
+                    "exit_max": max(r["exit"] for r in rows),
+                    "cpu_p50": statistics.median(r["cpu"] for r in rows),
+                    "n": float(len(rows)),
+                }
+                figures[f"{variant}/{flag or 'plain'}/{n}"] = s
+                lines.append(
+                    f"{variant:8} {flag or 'plain':7} {n:>3} {s['registered_p50']:>10.3f}s/{s['registered_max']:.3f}s "
+                    f"{s['registered_cpu_p50']:>9.3f} {s['exit_p50']:>8.3f}s/{s['exit_max']:.3f}s {s['cpu_p50']:>9.3f}"
+                )
+                _say(lines[-1])
+    return figures
 
 
 def wait_figures(base: list[str], env: dict[str, str], directory: Path, args: argparse.Namespace) -> dict[str, float]:
