@@ -64,16 +64,14 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from ranktable.backoff import Backoff
-from ranktable.clusterspec import REGISTERED_ANNOTATION
-from ranktable.kubeapi import ApiStatusError, KubeClient
+from ranktable.kubeapi import CONNECT_TIMEOUT, ApiStatusError, KubeClient
 from ranktable.kubeconfig import ApiConfigError, load_client_config
-from ranktable.registration import registration_value
+from ranktable.registration import pod_path, registration_patch
 from ranktable.stored import write_rank_table
 from ranktable.wait import Log, Observation, observation_from_configmap, quiet
 
 #: Upper bound of one watch request (seconds); shorter near the deadline.
 WATCH_SECONDS: Final = 60
-CONNECT_TIMEOUT: Final = 10.0
 #: Error retries: first and longest delay (seconds), doubling, no jitter;
 #: back to the first after a watch that ended normally.
 BACKOFF_FIRST: Final = 0.5
@@ -87,15 +85,28 @@ class ApiAccessError(RuntimeError):
 
 
 class ApiSource:
-    """Lists, then watches, ConfigMap ``namespace/name`` (see the module docstring)."""
+    """Lists, then watches, ConfigMap ``namespace/name`` (see the module docstring).
 
-    def __init__(self, *, namespace: str, name: str, kubeconfig: str | None = None, log: Log = quiet) -> None:
+    ``client``, when given, is the connection to use (the one-file
+    launcher's early registration made it, :mod:`ranktable.earlyreg`);
+    otherwise :meth:`connect` loads the configuration of ``kubeconfig``.
+    """
+
+    def __init__(
+        self,
+        *,
+        namespace: str,
+        name: str,
+        kubeconfig: str | None = None,
+        log: Log = quiet,
+        client: KubeClient | None = None,
+    ) -> None:
         self.namespace = namespace
         self.name = name
         self.kubeconfig = kubeconfig
         self.where = f"ConfigMap {namespace}/{name}"
         self._log = log
-        self._client: KubeClient | None = None
+        self._client = client
 
     def connect(self) -> None:
         """Load the client configuration now: raises :class:`ApiConfigError` at once (no retry can fix it)."""
@@ -112,11 +123,8 @@ class ApiSource:
         """
         self.connect()
         assert self._client is not None
-        value = registration_value(ip=ip, started=started)
-        path = f"/api/v1/namespaces/{urllib.parse.quote(self.namespace)}/pods/{urllib.parse.quote(pod)}"
-        self._client.patch_merge(
-            path, {"metadata": {"annotations": {REGISTERED_ANNOTATION: value}}}, timeout=CONNECT_TIMEOUT
-        )
+        body = registration_patch(ip=ip, started=started)
+        self._client.patch_merge(pod_path(self.namespace, pod), body, timeout=CONNECT_TIMEOUT)
 
     def rank_table_path(self, hccl: str) -> str:
         """Write ``hccl`` to a new temporary file (it outlives the exec) and return its path."""

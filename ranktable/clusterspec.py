@@ -36,17 +36,15 @@ from dataclasses import field as dataclass_field
 from typing import Any, Final, Literal, cast, get_args
 
 from ranktable.levels import DeviceLevel
+from ranktable.registration import REGISTERED_ANNOTATION as REGISTERED_ANNOTATION
 
 CLUSTER_FILE: Final = "cluster.json"
 HCCL_FILE: Final = "hccl.json"
 #: Name of a job's spec ConfigMap when its pod template names none:
 #: ``rings-config-<job>`` (the controller writes it, the launcher reads it).
 CONFIGMAP_PREFIX: Final = "rings-config-"
-#: Annotation a launcher sets on its own pod when it starts (self-registration,
-#: opt-in): JSON ``{"ip": ..., "started": ...}``. The controller may count the
-#: member before the kubelet reports it Running; the ValidatingAdmissionPolicy
-#: in ``build/launcher-rbac.yaml`` lets a launcher change nothing else.
-REGISTERED_ANNOTATION: Final = "ring-controller.io/registered"
+# REGISTERED_ANNOTATION (imported above) is defined in ranktable.registration,
+# which the one-file launcher's early registration loads without this module.
 
 #: A spec's (and a rank table's) ``status``: members still missing, or all there.
 Status = Literal["initializing", "completed"]

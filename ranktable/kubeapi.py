@@ -7,6 +7,15 @@ the client certificate, if any, loaded into the TLS context once. It knows
 nothing of ConfigMaps: :mod:`ranktable.apiwatch` builds the paths and runs
 the list/watch loop.
 
+The first request can go out before ``http.client`` is even loaded
+(:meth:`KubeClient.send_first`, then :meth:`KubeClient.answer_first`): the
+one-file launcher's self-registration (:mod:`ranktable.earlyreg`) writes its
+PATCH on a TLS socket of its own making, loads the rest of the launcher while
+the API server works, reads the answer with ``http.client`` and keeps the
+connection for the list and watch that follow. That is why ``http.client``
+(with the ``email`` package it loads), ``urllib.parse`` and ``tempfile`` are
+imported where they are first needed, not at the top.
+
 Errors, so the loop can tell them apart: :class:`ApiStatusError` for an
 HTTP status other than 200 (``status``, ``reason`` and the ``Status``
 message the server sent), ``OSError``/``http.client.HTTPException`` (and
@@ -16,18 +25,22 @@ message the server sent), ``OSError``/``http.client.HTTPException`` (and
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
+import socket
 import ssl
-import tempfile
-import urllib.parse
-from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ranktable.kubeconfig import ApiConfigError, ClientConfig
 
+if TYPE_CHECKING:
+    import http.client
+    from collections.abc import Iterator
+
 USER_AGENT = "ring-launch"
+#: Seconds to connect (TCP and TLS) and, for :meth:`KubeClient.send_first`, to send.
+CONNECT_TIMEOUT = 10.0
+MERGE_PATCH = "application/merge-patch+json"
 
 
 class ApiStatusError(RuntimeError):
@@ -52,6 +65,8 @@ def tls_context(config: ClientConfig) -> ssl.SSLContext:
     except (OSError, ssl.SSLError, ValueError) as err:
         raise ApiConfigError(f"{config.where}: cannot load the CA bundle: {err}") from None
     if config.cert is not None and config.key is not None:
+        import tempfile
+
         # ssl loads a certificate chain only from files: a private, short-lived copy.
         with tempfile.TemporaryDirectory(prefix="ring-launch-") as directory:
             cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
@@ -67,41 +82,84 @@ def tls_context(config: ClientConfig) -> ssl.SSLContext:
 
 
 class KubeClient:
-    """GET requests (and the launcher's one merge PATCH) to one API server; not thread-safe (one launcher, one loop)."""
+    """GET requests (and the launcher's one merge PATCH) to one API server; not thread-safe (one launcher, one loop).
+
+    The first request may be sent in two steps (:meth:`send_first`, then
+    :meth:`answer_first` before any other call); every other request is one
+    call that returns its answer.
+    """
 
     def __init__(self, config: ClientConfig, *, connect_timeout: float) -> None:
         self.config = config
         self.connect_timeout = connect_timeout
         self._context = tls_context(config) if config.tls else None
         self._conn: http.client.HTTPConnection | None = None
+        #: The socket, method and path of a request :meth:`send_first` sent, its answer not read yet.
+        self._first: tuple[socket.socket, str, str] | None = None
 
     def get_json(self, path: str, query: dict[str, str], *, timeout: float) -> dict[str, Any]:
         """GET ``path?query`` and return the JSON object of a 200 answer (raises otherwise)."""
-        response = self._request(path, query, timeout=timeout)
-        try:
-            body = response.read()
-        except BaseException:
-            self.close()
-            raise
-        value = json.loads(body)
-        if not isinstance(value, dict):
-            raise ValueError(f"GET {path}: expected a JSON object")
-        return value
+        return self._json_object(self._request(path, query, timeout=timeout), f"GET {path}")
 
     def patch_merge(self, path: str, body: dict[str, Any], *, timeout: float) -> dict[str, Any]:
         """PATCH ``path`` with a JSON merge patch and return the object (raises :class:`ApiStatusError` otherwise)."""
-        payload = json.dumps(body, separators=(",", ":")).encode("utf-8")
         response = self._request(
-            path, {}, timeout=timeout, method="PATCH", body=payload, content_type="application/merge-patch+json"
+            path, {}, timeout=timeout, method="PATCH", body=_payload(body), content_type=MERGE_PATCH
         )
+        return self._json_object(response, f"PATCH {path}")
+
+    def send_first(self, path: str, body: dict[str, Any]) -> None:
+        """Connect and send :meth:`patch_merge`'s request, without waiting for (or loading the code that reads) its answer.
+
+        Only as the client's first request; :meth:`answer_first` reads the
+        answer and keeps the connection. Costs ``socket``, ``ssl`` and
+        ``json`` only: the request is written here, byte for byte what
+        ``http.client`` sends but ``Accept-Encoding``. The host goes to the
+        resolver and to TLS as bytes, which skips Python's ``idna`` codec.
+        Raises OSError (``ssl.SSLError`` included) when it cannot connect or
+        send, :class:`ApiConfigError` when the token file cannot be read.
+        """
+        if self._conn is not None or self._first is not None:
+            raise RuntimeError("send_first must be the client's first request")
+        payload = _payload(body)
+        head = "".join(f"{key}: {value}\r\n" for key, value in self._headers(MERGE_PATCH).items())
+        request = f"PATCH {path} HTTP/1.1\r\n{head}Content-Length: {len(payload)}\r\n\r\n".encode("latin-1")
+        host = self.config.host.encode("ascii")
+        # getaddrinfo takes bytes too (typeshed says str only); a str would load the idna codec.
+        sock = socket.create_connection((host, self.config.port), timeout=self.connect_timeout)  # type: ignore[arg-type]
         try:
-            answer = response.read()
+            if self._context is not None:
+                sock = self._context.wrap_socket(sock, server_hostname=host)
+            sock.sendall(request + payload)
+        except BaseException:
+            sock.close()
+            raise
+        self._first = (sock, "PATCH", path)
+
+    def answer_first(self, *, timeout: float) -> dict[str, Any]:
+        """The answer to :meth:`send_first`'s request, as :meth:`patch_merge` returns it (or raises).
+
+        The connection becomes the client's kept-alive connection, so the
+        list that follows goes out on it without a new TLS handshake.
+        """
+        import http.client
+
+        if self._first is None:
+            raise RuntimeError("answer_first without send_first")
+        sock, method, path = self._first
+        self._first = None
+        self._conn = self._new_connection()
+        self._conn.sock = sock
+        sock.settimeout(timeout)
+        response = http.client.HTTPResponse(sock, method=method)
+        try:
+            response.begin()
         except BaseException:
             self.close()
             raise
-        value = json.loads(answer)
-        if not isinstance(value, dict):
-            raise ValueError(f"PATCH {path}: expected a JSON object")
+        value = self._json_object(self._checked(response), f"{method} {path}")
+        if response.will_close:
+            self.close()
         return value
 
     def stream(self, path: str, query: dict[str, str], *, timeout: float) -> Iterator[dict[str, Any]]:
@@ -122,10 +180,22 @@ class KubeClient:
             self.close()
 
     def close(self) -> None:
-        """Drop the connection; the next request opens a new one."""
+        """Drop the connection (and a request :meth:`send_first` sent); the next request opens a new one."""
+        if self._first is not None:
+            self._first[0].close()
+            self._first = None
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+    def _headers(self, content_type: str) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT, "Host": self.config.authority}
+        if content_type:
+            headers["Content-Type"] = content_type
+        token = self.config.bearer()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
 
     def _request(
         self,
@@ -137,12 +207,12 @@ class KubeClient:
         body: bytes | None = None,
         content_type: str = "",
     ) -> http.client.HTTPResponse:
-        headers = {"Accept": "application/json", "User-Agent": USER_AGENT, "Host": self.config.authority}
-        if content_type:
-            headers["Content-Type"] = content_type
-        token = self.config.bearer()
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
+        import http.client
+        import urllib.parse
+
+        if self._first is not None:
+            raise RuntimeError("the answer to send_first's request is still unread (answer_first)")
+        headers = self._headers(content_type)
         url = path + ("?" + urllib.parse.urlencode(query) if query else "")
         for attempt in (1, 2):
             fresh = self._conn is None
@@ -161,25 +231,46 @@ class KubeClient:
             except BaseException:
                 self.close()
                 raise
-            if response.status != 200:
-                body = response.read(65536)
-                self.close()
-                raise ApiStatusError(response.status, response.reason, _status_message(body))
-            return response
+            return self._checked(response)
         raise AssertionError("unreachable")
+
+    def _checked(self, response: http.client.HTTPResponse) -> http.client.HTTPResponse:
+        """``response`` if its status is 200; else the connection is closed and :class:`ApiStatusError` raised."""
+        if response.status != 200:
+            body = response.read(65536)
+            self.close()
+            raise ApiStatusError(response.status, response.reason, _status_message(body))
+        return response
+
+    def _json_object(self, response: http.client.HTTPResponse, what: str) -> dict[str, Any]:
+        try:
+            body = response.read()
+        except BaseException:
+            self.close()
+            raise
+        value = json.loads(body)
+        if not isinstance(value, dict):
+            raise ValueError(f"{what}: expected a JSON object")
+        return value
+
+    def _new_connection(self) -> http.client.HTTPConnection:
+        import http.client
+
+        if self._context is not None:
+            return http.client.HTTPSConnection(
+                self.config.host, self.config.port, timeout=self.connect_timeout, context=self._context
+            )
+        return http.client.HTTPConnection(self.config.host, self.config.port, timeout=self.connect_timeout)
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._conn is None:
-            if self._context is not None:
-                self._conn = http.client.HTTPSConnection(
-                    self.config.host, self.config.port, timeout=self.connect_timeout, context=self._context
-                )
-            else:
-                self._conn = http.client.HTTPConnection(
-                    self.config.host, self.config.port, timeout=self.connect_timeout
-                )
+            self._conn = self._new_connection()
             self._conn.connect()
         return self._conn
+
+
+def _payload(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode("utf-8")
 
 
 def _status_message(body: bytes) -> str:

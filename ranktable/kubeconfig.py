@@ -37,8 +37,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, NamedTuple, Union
 
 #: Where the kubelet projects the service account's token, CA bundle and namespace.
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -52,8 +51,7 @@ class ApiConfigError(RuntimeError):
     """No usable API server configuration: the message names the file or variable to fix."""
 
 
-@dataclass(frozen=True)
-class ClientConfig:
+class ClientConfig(NamedTuple):
     """How to reach the API server.
 
     ``host``/``port`` are the TCP peer (an IPv6 address without brackets);
@@ -62,6 +60,10 @@ class ClientConfig:
     unless ``insecure``; ``token_file`` is re-read for every request,
     ``token`` is a fixed bearer token; ``cert``/``key`` are PEM bytes of a
     client certificate. ``where`` says where all this came from, for messages.
+
+    A NamedTuple rather than a dataclass: ``dataclasses`` loads ``inspect``,
+    which the one-file launcher's early registration (:mod:`ranktable.earlyreg`)
+    would pay for before its PATCH.
     """
 
     host: str

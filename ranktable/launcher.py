@@ -65,11 +65,12 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Final
 
-from ranktable import exitcodes, pyzmain
+from ranktable import exitcodes, launchopts, pyzmain
 from ranktable.clusterspec import CONFIGMAP_PREFIX, PodNotInSpec, SpecError
 from ranktable.exports import frameworks_text, member_env
 from ranktable.hostfile import FILE_NAMES, hostfile_text
 from ranktable.podenv import POD_IP_ENV, pod_name, pod_namespace
+from ranktable.registration import started_text
 from ranktable.stored import rank_table_file as rank_table_file_for
 from ranktable.wait import (
     DEFAULT_POLL_INTERVAL,
@@ -78,13 +79,13 @@ from ranktable.wait import (
     Source,
     WaitTimeout,
     default_config_dir,
-    default_timeout,
     identity_from_env,
     wait_for_spec,
 )
 
 if TYPE_CHECKING:
     from ranktable.apiwatch import ApiSource
+    from ranktable.earlyreg import Early
 
 #: When this launcher started (wall clock): the registration's ``started``.
 STARTED: Final = time.time()
@@ -269,17 +270,23 @@ def _log(message: str) -> None:
     print(f"ring-launch: {message}", file=sys.stderr, flush=True)
 
 
-def _register(source: ApiSource, pod: str | None) -> None:
-    """Self-registration (``--register``): one PATCH of this pod's annotation; a refusal is said once, never fatal."""
+def _register(source: ApiSource, pod: str | None, early: Early | None = None) -> None:
+    """Self-registration (``--register``): one PATCH of this pod's annotation; a refusal is said once, never fatal.
+
+    ``early``: the PATCH :mod:`ranktable.earlyreg` already sent for this pod
+    (on ``source``'s connection); only its answer is read here.
+    """
     from ranktable.kubeapi import ApiStatusError
 
     ip = os.environ.get(POD_IP_ENV, "")
     if not ip:
         _log("warning: --register needs $POD_IP (downward API status.podIP); not registered, waiting as usual")
         return
-    started = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(STARTED)) + f".{int(STARTED % 1 * 1e6):06d}Z"
     try:
-        source.register(pod=pod_name(pod), ip=ip, started=started)
+        if early is not None:
+            early.answer()
+        else:
+            source.register(pod=pod_name(pod), ip=ip, started=started_text(STARTED))
     except ApiStatusError as err:
         _log(
             f"warning: self-registration refused ({err.status} {err.reason}: {err.message}); waiting for the "
@@ -301,8 +308,14 @@ def launch_env(ready: Ready, *, rank_table_file: str | None, hostfile_dir: str |
     return member_env(ready.spec, pod=ready.member.pod, rank_table_file=rank_table_file, hostfile_dir=hostfile_dir)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run ``ring-launch``; returns an exit code only when CMD could not be started."""
+def main(argv: list[str] | None = None, *, early: Early | None = None) -> int:
+    """Run ``ring-launch``; returns an exit code only when CMD could not be started.
+
+    ``early``: the registration the one-file launcher sent before it loaded
+    this module (:func:`ranktable.earlyreg.start`, for the same ``argv``);
+    its answer is read, and its connection used, where ``main`` would
+    otherwise register.
+    """
     args_in = sys.argv[1:] if argv is None else list(argv)
     if "--" in args_in:
         split = args_in.index("--")
@@ -316,23 +329,20 @@ def main(argv: list[str] | None = None) -> int:
         return int(stop.code or 0)
     if args.install is not None:
         return pyzmain.install(args.install, log=_log)
-    if args.print_as is not None and (command or args.supervise):
-        _log("error: --print takes no command and no --supervise")
-        return EXIT_USAGE
-    if not command and args.print_as is None:
-        parser.print_usage(sys.stderr)
-        _log("error: no command given; put it after `--`")
-        return EXIT_USAGE
-    if args.grace_period < 0 or args.max_restarts < 0:
-        _log("error: --grace-period and --max-restarts must not be negative")
-        return EXIT_USAGE
     try:
-        timeout = default_timeout() if args.timeout is None else args.timeout
-    except ValueError:
-        _log(f"error: RING_TIMEOUT={os.environ.get('RING_TIMEOUT')!r} is not a number of seconds")
-        return EXIT_USAGE
-    if not (timeout > 0 and args.poll_interval > 0):  # also NaN, which would wait forever
-        _log("error: --timeout and --poll-interval must be positive")
+        timeout = launchopts.check_options(
+            command=command,
+            print_as=args.print_as,
+            supervise=args.supervise,
+            timeout=args.timeout,
+            poll_interval=args.poll_interval,
+            grace_period=args.grace_period,
+            max_restarts=args.max_restarts,
+        )
+    except launchopts.UsageError as err:
+        if err.no_command:
+            parser.print_usage(sys.stderr)
+        _log(str(err))
         return EXIT_USAGE
 
     source: Source
@@ -344,22 +354,33 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_DAMAGED
 
         namespace = pod_namespace(args.namespace)
-        job = os.environ.get("RING_JOB_NAME")
-        name = args.configmap or os.environ.get("RING_CONFIGMAP") or (CONFIGMAP_PREFIX + job if job else None)
+        job = os.environ.get(launchopts.JOB_ENV)
+        name = args.configmap or os.environ.get(launchopts.CONFIGMAP_ENV) or (CONFIGMAP_PREFIX + job if job else None)
         if not namespace or not name:
             _log("error: --from-api needs --namespace (or $POD_NAMESPACE) and --configmap (or $RING_CONFIGMAP)")
             return EXIT_USAGE
-        source = ApiSource(namespace=namespace, name=name, kubeconfig=args.kubeconfig, log=_log)
+        register = launchopts.register_requested(args.register)
+        if early is not None and not (
+            register
+            and (early.namespace, early.pod, early.kubeconfig)
+            == (namespace, pod_name(args.pod), args.kubeconfig or None)
+        ):
+            early.client.close()  # sent for another reading of the command line: never, unless scan and argparse part
+            early = None
+        client = early.client if early is not None else None
+        source = ApiSource(namespace=namespace, name=name, kubeconfig=args.kubeconfig, log=_log, client=client)
         try:
             source.connect()
         except ApiConfigError as err:
             _log(f"error: {err}")
             return EXIT_API_CONFIG
-        if args.register or os.environ.get("RING_REGISTER", "") in ("1", "true"):
-            _register(source, args.pod)
+        if register:
+            _register(source, args.pod, early)
         refused: tuple[type[Exception], ...] = (ApiAccessError,)
         unconfigured: tuple[type[Exception], ...] = (ApiConfigError,)
     else:
+        if early is not None:
+            early.client.close()
         if args.register:
             _log("error: --register needs --from-api (the spec then comes back through the API in milliseconds)")
             return EXIT_USAGE

@@ -3,7 +3,9 @@
 The one-file launcher is a zipapp: ``__main__.py`` at its root calls
 :func:`run`, which checks the interpreter before it imports anything that
 needs Python 3.9 (this module and :mod:`ranktable.exitcodes` parse on any
-Python 3: no annotations, no f-strings), then runs
+Python 3: no annotations, no f-strings), then sends the self-registration
+when asked for (:func:`ranktable.earlyreg.start`: before the rest of the
+launcher is loaded, which is most of its start) and runs
 :func:`ranktable.launcher.main`. What it reports, one line each:
 
 * Python older than 3.9: exit 69, naming the version and the interpreter.
@@ -54,11 +56,17 @@ def run():  # type: () -> None
         )
         sys.exit(EXIT_OLD_PYTHON)
     try:
+        from ranktable import earlyreg
+    except Exception:  # noqa: BLE001 - damaged: the import below says so
+        early = None
+    else:
+        early = earlyreg.start(sys.argv[1:])  # --register: the PATCH goes out before the rest loads
+    try:
         from ranktable.launcher import main
     except Exception as err:  # noqa: BLE001 - any failure to load our own modules means a damaged file
         sys.stderr.write("ring-launch: error: %s\n" % damaged(err))
         sys.exit(EXIT_DAMAGED)
-    sys.exit(main())
+    sys.exit(main(early=early))
 
 
 def install(directory, log):  # type: (str, Callable[[str], None]) -> int

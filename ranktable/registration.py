@@ -11,15 +11,25 @@ the pod IP (about a second later). The value is small JSON::
 ``ip`` is the address the member will be reached at (the pod IP the
 downward API gives the container, ``status.podIP``); ``started`` the wall
 clock when the launcher started, for the benchmarks' stage timestamps.
-Standard library only, Python 3.9 syntax: the one-file launcher carries it.
+Standard library only, Python 3.9 syntax: the one-file launcher carries it,
+and loads it (with :mod:`ranktable.kubeapi`) before the rest of itself to
+send the registration early (:mod:`ranktable.earlyreg`), so it imports
+nothing heavier than ``json`` and ``ipaddress``.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
-from typing import NamedTuple
+import time
+from typing import Any, NamedTuple
 
+#: Annotation a launcher sets on its own pod when it starts (self-registration,
+#: opt-in): JSON ``{"ip": ..., "started": ...}``. The controller may count the
+#: member before the kubelet reports it Running; the ValidatingAdmissionPolicy
+#: in ``build/launcher-rbac.yaml`` lets a launcher change nothing else.
+#: (Also exported as :data:`ranktable.clusterspec.REGISTERED_ANNOTATION`.)
+REGISTERED_ANNOTATION = "ring-controller.io/registered"
 #: At most this many characters (the admission policy enforces the same bound).
 MAX_LENGTH = 256
 
@@ -35,6 +45,24 @@ def registration_value(*, ip: str, started: str) -> str:
     """The annotation value for ``ip`` and ``started``; ValueError if ``ip`` is not an IP address."""
     ipaddress.ip_address(ip)
     return json.dumps({"ip": ip, "started": started}, separators=(",", ":"), sort_keys=True)
+
+
+def started_text(started: float) -> str:
+    """``started`` (seconds since the epoch) as the registration writes it: RFC 3339, UTC, microseconds."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(started)) + f".{int(started % 1 * 1e6):06d}Z"
+
+
+def registration_patch(*, ip: str, started: str) -> dict[str, Any]:
+    """The JSON merge patch a launcher sends to its own pod; ValueError if ``ip`` is not an IP address."""
+    return {"metadata": {"annotations": {REGISTERED_ANNOTATION: registration_value(ip=ip, started=started)}}}
+
+
+def pod_path(namespace: str, pod: str) -> str:
+    """The API path of pod ``namespace/pod`` (both DNS names, checked: ValueError for anything else)."""
+    for part in (namespace, pod):
+        if not part or not all(c.isalnum() or c in "-." for c in part) or not part.isascii():
+            raise ValueError(f"{part!r} is not a Kubernetes object name")
+    return f"/api/v1/namespaces/{namespace}/pods/{pod}"
 
 
 def parse_registration(text: str | None) -> Registration | None:

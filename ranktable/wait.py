@@ -64,11 +64,12 @@ from ranktable.clusterspec import (
     spec_from_json,
 )
 from ranktable.hccl import read_hccl
+from ranktable.launchopts import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
+from ranktable.launchopts import default_timeout as default_timeout
 from ranktable.podenv import POD_IP_ENV, POD_UID_ENV, pod_name
 from ranktable.stored import files_from_configmap, read_files, write_rank_table
 
 DEFAULT_CONFIG_DIR: Final = "/etc/ring-config"
-DEFAULT_TIMEOUT: Final = 600.0
 DEFAULT_POLL_INTERVAL: Final = 0.5
 #: Seconds between two checks of the file mode's directory signature.
 CHECK_INTERVAL: Final = 0.02
@@ -92,12 +93,6 @@ def quiet(message: str) -> None:
 def default_config_dir() -> str:
     """``$RING_CONFIG_DIR``, else ``/etc/ring-config``."""
     return os.environ.get("RING_CONFIG_DIR") or DEFAULT_CONFIG_DIR
-
-
-def default_timeout() -> float:
-    """``$RING_TIMEOUT`` (seconds), else 600."""
-    value = os.environ.get("RING_TIMEOUT")
-    return float(value) if value else DEFAULT_TIMEOUT
 
 
 class WaitTimeout(TimeoutError):

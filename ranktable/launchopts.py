@@ -1,0 +1,160 @@
+"""``ring-launch``'s option rules that hold beyond argparse, and a reader of its command line without argparse.
+
+:func:`ranktable.launcher.main` parses the command line with argparse, then
+applies :func:`check_options` (the rules argparse cannot state) before it
+waits. The one-file launcher's early registration (:mod:`ranktable.earlyreg`)
+must decide whether ``main`` would get as far as registering *before*
+argparse and the rest of the launcher are loaded: :func:`scan` reads the
+command line when every option in it is spelled out in full (``--opt VALUE``
+or ``--opt=VALUE``), and the same :func:`check_options` then says whether
+``main`` would stop with a usage error. Anything :func:`scan` does not read
+exactly (an abbreviation, ``-h``, an unknown option, a value that looks like
+an option) makes it answer None, and ``main`` alone decides, as always.
+
+Standard library only and light (no ``argparse``, no ``typing`` beyond what
+:mod:`ranktable.kubeapi` loads anyway): the early registration pays for
+every module it imports before its PATCH.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Union
+
+#: The variables that stand in for options (``ring-launch --help`` lists them all).
+TIMEOUT_ENV = "RING_TIMEOUT"
+CONFIGMAP_ENV = "RING_CONFIGMAP"
+JOB_ENV = "RING_JOB_NAME"
+REGISTER_ENV = "RING_REGISTER"
+DEFAULT_TIMEOUT = 600.0
+
+#: ``ring-launch``'s options that take a value, and those that do not (argparse's parser in
+#: :mod:`ranktable.launcher` must accept exactly these; a unit test compares them).
+VALUED = frozenset(
+    {
+        "--config-dir",
+        "--timeout",
+        "--poll-interval",
+        "--pod",
+        "--namespace",
+        "--configmap",
+        "--kubeconfig",
+        "--hostfile-dir",
+        "--print",
+        "--install",
+        "--grace-period",
+        "--max-restarts",
+    }
+)
+FLAGS = frozenset({"--from-api", "--register", "--supervise"})
+PRINT_CHOICES = ("env", "json", "hostfile")
+
+Scanned = dict[str, Union[str, bool]]
+
+
+class UsageError(ValueError):
+    """``ring-launch`` exits 2 with this message (``no_command``: after printing its usage line)."""
+
+    def __init__(self, message: str, *, no_command: bool = False) -> None:
+        super().__init__(message)
+        self.no_command = no_command
+
+
+def default_timeout(environ: Mapping[str, str] | None = None) -> float:
+    """``$RING_TIMEOUT`` (seconds), else 600; ValueError if it is not a number."""
+    value = (os.environ if environ is None else environ).get(TIMEOUT_ENV)
+    return float(value) if value else DEFAULT_TIMEOUT
+
+
+def register_requested(flag: bool | None, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether to self-register: ``--register``, else ``$RING_REGISTER`` is ``1`` or ``true``."""
+    return bool(flag) or (os.environ if environ is None else environ).get(REGISTER_ENV, "") in ("1", "true")
+
+
+def check_options(
+    *,
+    command: Sequence[str],
+    print_as: str | None,
+    supervise: bool,
+    timeout: float | None,
+    poll_interval: float | None = None,
+    grace_period: float | None = None,
+    max_restarts: int | None = None,
+) -> float:
+    """The seconds to wait (``timeout``, else :func:`default_timeout`); raises :class:`UsageError` as ``main`` reports it.
+
+    None for ``poll_interval``, ``grace_period`` or ``max_restarts``: not
+    given, so the launcher's default, which is valid.
+    """
+    if print_as is not None and (command or supervise):
+        raise UsageError("error: --print takes no command and no --supervise")
+    if not command and print_as is None:
+        raise UsageError("error: no command given; put it after `--`", no_command=True)
+    if (grace_period is not None and grace_period < 0) or (max_restarts is not None and max_restarts < 0):
+        raise UsageError("error: --grace-period and --max-restarts must not be negative")
+    try:
+        seconds = default_timeout() if timeout is None else timeout
+    except ValueError:
+        raise UsageError(f"error: {TIMEOUT_ENV}={os.environ.get(TIMEOUT_ENV)!r} is not a number of seconds") from None
+    if not (seconds > 0 and (poll_interval is None or poll_interval > 0)):  # also NaN, which would wait forever
+        raise UsageError("error: --timeout and --poll-interval must be positive")
+    return seconds
+
+
+def scan(argv: Sequence[str]) -> tuple[Scanned, list[str]] | None:
+    """``argv`` (after the program name) as ({option: value, flag: True}, command after ``--``), or None.
+
+    None whenever argparse might read ``argv`` differently: an option that
+    is not spelled in full, ``-h``/``--help``, a positional word, a missing
+    value or one that starts with ``-``, an option given twice.
+    """
+    split = list(argv).index("--") if "--" in argv else len(argv)
+    words, command = list(argv[:split]), list(argv[split + 1 :])
+    options: Scanned = {}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        name, eq, value = word.partition("=")
+        if name in FLAGS and not eq:
+            found: str | bool = True
+        elif name in VALUED and eq:
+            found = value
+        elif name in VALUED and i + 1 < len(words) and not words[i + 1].startswith("-"):
+            found = words[i + 1]
+            i += 1
+        else:
+            return None
+        if name in options:
+            return None
+        options[name] = found
+        i += 1
+    return options, command
+
+
+def checked_scan(argv: Sequence[str]) -> Scanned | None:
+    """:func:`scan`'s options, or None also when ``main`` would stop with a usage error before it waits.
+
+    Values are converted as argparse converts them (``float``, ``int``,
+    the ``--print`` choices); a value argparse would refuse gives None.
+    """
+    scanned = scan(argv)
+    if scanned is None:
+        return None
+    options, command = scanned
+    given = {name: str(value) for name, value in options.items() if name in VALUED}
+    try:
+        if given.get("--print", PRINT_CHOICES[0]) not in PRINT_CHOICES:
+            return None
+        check_options(
+            command=command,
+            print_as=given.get("--print"),
+            supervise=bool(options.get("--supervise")),
+            timeout=float(given["--timeout"]) if "--timeout" in given else None,
+            poll_interval=float(given["--poll-interval"]) if "--poll-interval" in given else None,
+            grace_period=float(given["--grace-period"]) if "--grace-period" in given else None,
+            max_restarts=int(given["--max-restarts"]) if "--max-restarts" in given else None,
+        )
+    except ValueError:  # UsageError, or a number argparse would refuse
+        return None
+    return options
