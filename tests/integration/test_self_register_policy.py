@@ -344,3 +344,50 @@ def test_without_the_grant_the_launcher_says_so_once_and_waits_for_the_kubelet(
     assert proc.returncode == 0, err
     assert tf_config_of(out)["cluster"]["worker"][1] == f"{REGISTERED_IP}:3000"
     assert sum("self-registration refused" in line for line in [*said, *err.splitlines()]) == 1
+
+
+#: Runs :func:`ranktable.earlyreg.start` from the one-file launcher (argv[1]) as its entry does, says which
+#: heavy modules are loaded once the PATCH is sent, waits for the test's go, then reads the API server's answer.
+EARLY_PROBE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from ranktable import earlyreg
+HEAVY = ("argparse", "dataclasses", "inspect", "http.client", "email", "ranktable.launcher", "ranktable.clusterspec")
+early = earlyreg.start(sys.argv[2:])
+print(json.dumps({"sent": early is not None, "loaded": [m for m in HEAVY if m in sys.modules]}), flush=True)
+sys.stdin.readline()
+early.answer()
+print(json.dumps({"answered": True, "kept": early.client._conn is not None}), flush=True)
+"""
+
+
+def test_the_one_file_launcher_registers_before_it_loads_argparse_http_client_or_the_spec_code(
+    k8s: Any, kubeconfig: Path, namespace: str, launcher_grant: str, tmp_path: Path
+) -> None:
+    pod = _pod(k8s, namespace, "worker-0", launcher_grant)
+    config = token_kubeconfig(kubeconfig, _token(k8s, namespace, launcher_grant, pod), tmp_path / "launcher.kubeconfig")
+    pyz = launcherpyz.build(tmp_path / "ring-launch.pyz")
+    argv = ["--from-api", "--register", "--kubeconfig", str(config), "--namespace", namespace]
+    argv += ["--configmap", "rings-config-x", "--print", "json"]
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", EARLY_PROBE, str(pyz), *argv],
+        env={"PATH": os.environ["PATH"], "POD_NAME": "worker-0", "POD_IP": REGISTERED_IP},
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        assert json.loads(proc.stdout.readline() or "{}") == {"sent": True, "loaded": []}
+
+        # The API server has the registration while the launcher has not even read the answer.
+        def registered() -> str:
+            notes = k8s.core.read_namespaced_pod("worker-0", namespace).metadata.annotations or {}
+            return str(notes.get(REGISTERED_ANNOTATION, ""))
+
+        wait_for(lambda: REGISTERED_IP in registered(), what="the early registration on the pod")
+        assert json.loads(registered())["ip"] == REGISTERED_IP
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline() or "{}") == {"answered": True, "kept": True}
+    finally:
+        proc.kill()
+        proc.wait()
