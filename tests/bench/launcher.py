@@ -313,7 +313,8 @@ class RegistrationWatch(threading.Thread):
                     except OSError:
                         cpu = float("nan")
                     with self._lock:
-                        self.seen.setdefault(name, []).append((now, cpu, value))
+                        if not self._stopped:
+                            self.seen.setdefault(name, []).append((now, cpu, value))
         except (OSError, ValueError):
             if not self._stopped:
                 raise
@@ -339,8 +340,9 @@ class RegistrationWatch(threading.Thread):
         raise RuntimeError(f"no registration of {pod} seen")
 
     def stop(self) -> None:
+        """Stop recording. The stream is left to end with the process (a daemon thread): closing a TLS socket
+        another thread reads from can block."""
         self._stopped = True
-        self.client.close()
 
 
 def run_registering(
