@@ -127,7 +127,8 @@ class ApiSource:
         self._client.patch_merge(pod_path(self.namespace, pod), body, timeout=CONNECT_TIMEOUT)
 
     def rank_table_path(self, hccl: str) -> str:
-        """Write ``hccl`` to a new temporary file (it outlives the exec) and return its path."""
+        """Write ``hccl`` to this user's local copy of the table and return its path (see
+        :func:`ranktable.stored.write_rank_table`: one file per table, older ones removed once unused)."""
         return write_rank_table(hccl)
 
     def observe(self, deadline: float) -> Iterator[Observation]:
