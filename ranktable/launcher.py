@@ -330,15 +330,7 @@ def main(argv: list[str] | None = None, *, early: Early | None = None) -> int:
     if args.install is not None:
         return pyzmain.install(args.install, log=_log)
     try:
-        timeout = launchopts.check_options(
-            command=command,
-            print_as=args.print_as,
-            supervise=args.supervise,
-            timeout=args.timeout,
-            poll_interval=args.poll_interval,
-            grace_period=args.grace_period,
-            max_restarts=args.max_restarts,
-        )
+        timeout = launchopts.check_parsed(args, command)
     except launchopts.UsageError as err:
         if err.no_command:
             parser.print_usage(sys.stderr)

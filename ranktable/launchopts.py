@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Union
+from typing import TYPE_CHECKING, Union
+
+if TYPE_CHECKING:  # not at run time: the early registration path must not load argparse
+    import argparse
 
 #: The variables that stand in for options (``ring-launch --help`` lists them all).
 TIMEOUT_ENV = "RING_TIMEOUT"
@@ -100,6 +103,19 @@ def check_options(
     if not (seconds > 0 and (poll_interval is None or poll_interval > 0)):  # also NaN, which would wait forever
         raise UsageError("error: --timeout and --poll-interval must be positive")
     return seconds
+
+
+def check_parsed(args: argparse.Namespace, command: Sequence[str]) -> float:
+    """:func:`check_options` for the options argparse parsed (``ring-launch``'s parser) and ``command``."""
+    return check_options(
+        command=command,
+        print_as=args.print_as,
+        supervise=args.supervise,
+        timeout=args.timeout,
+        poll_interval=args.poll_interval,
+        grace_period=args.grace_period,
+        max_restarts=args.max_restarts,
+    )
 
 
 def scan(argv: Sequence[str]) -> tuple[Scanned, list[str]] | None:

@@ -89,15 +89,7 @@ def test_a_usage_error_of_main_sends_nothing_early(
     assert launchopts.checked_scan(argv) is None
     with pytest.raises((SystemExit, ValueError, launchopts.UsageError)):
         args = launch_options(argv)  # argparse refuses it, or main's own rules do
-        launchopts.check_options(
-            command=argv[argv.index("--") + 1 :] if "--" in argv else [],
-            print_as=args.print_as,
-            supervise=args.supervise,
-            timeout=args.timeout,
-            poll_interval=args.poll_interval,
-            grace_period=args.grace_period,
-            max_restarts=args.max_restarts,
-        )
+        launchopts.check_parsed(args, argv[argv.index("--") + 1 :] if "--" in argv else [])
 
 
 @pytest.mark.parametrize(
