@@ -10,7 +10,6 @@ may import nothing above :mod:`ranktable`, shares it. Pure stdlib.
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
 
@@ -37,7 +36,7 @@ class Backoff:
         jitter: float = 1.0,
         reset_after: float = 120.0,
         clock: Callable[[], float] = time.monotonic,
-        rand: Callable[[], float] = random.random,
+        rand: Callable[[], float] | None = None,
     ) -> None:
         self._initial = initial
         self._cap = cap
@@ -45,7 +44,7 @@ class Backoff:
         self._jitter = jitter
         self._reset_after = reset_after
         self._clock = clock
-        self._rand = rand
+        self._rand = rand  # random.random, imported at the first jittered delay (a launcher start skips it)
         self._next = initial
         self._last: float | None = None
 
@@ -57,6 +56,12 @@ class Backoff:
         self._last = now
         base = self._next
         self._next = min(self._next * self._factor, self._cap)
+        if not self._jitter:
+            return base
+        if self._rand is None:
+            import random
+
+            self._rand = random.random
         return base + base * self._jitter * self._rand()
 
     def reset(self) -> None:

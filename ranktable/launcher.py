@@ -55,13 +55,9 @@ not executable / not found.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import os
-import shlex
 import sys
-import tempfile
 import time
 from typing import TYPE_CHECKING, Final
 
@@ -72,6 +68,7 @@ from ranktable.hostfile import FILE_NAMES, hostfile_text
 from ranktable.podenv import POD_IP_ENV, pod_name, pod_namespace
 from ranktable.registration import started_text
 from ranktable.stored import rank_table_file as rank_table_file_for
+from ranktable.stored import replace_file, temp_dir
 from ranktable.wait import (
     DEFAULT_POLL_INTERVAL,
     FileSource,
@@ -227,6 +224,9 @@ def launch_options(argv: list[str]) -> argparse.Namespace:
     ValueError (with argparse's message) when ``main`` would exit with a
     usage error.
     """
+    import contextlib
+    import io
+
     options = argv[: argv.index("--")] if "--" in argv else list(argv)
     errors = io.StringIO()
     try:
@@ -243,7 +243,7 @@ def default_hostfile_dir() -> str:
     if os.environ.get("RING_HOSTFILE_DIR"):
         return os.environ["RING_HOSTFILE_DIR"]
     try:
-        base = tempfile.gettempdir()
+        base = temp_dir()
     except OSError:  # a read-only root without a writable /tmp: write_hostfiles warns, the launch goes on
         base = "/tmp"
     return os.path.join(base, "ring-launch")
@@ -254,12 +254,7 @@ def write_hostfiles(ready: Ready, directory: str) -> str | None:
     try:
         os.makedirs(directory, exist_ok=True)
         for flavor, name in FILE_NAMES.items():
-            path = os.path.join(directory, name)
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.")
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(hostfile_text(ready.spec, flavor=flavor))
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
+            replace_file(os.path.join(directory, name), hostfile_text(ready.spec, flavor=flavor).encode("utf-8"))
     except OSError as err:
         _log(f"warning: cannot write hostfiles to {directory} ({err}); the hostfile variables are not set")
         return None
@@ -419,6 +414,8 @@ def main(argv: list[str] | None = None, *, early: Early | None = None) -> int:
         return EXIT_ERROR
 
     if args.print_as == "env":
+        import shlex
+
         sys.stdout.write("".join(f"{key}={shlex.quote(env[key])}\n" for key in sorted(env)))
         return 0
     if args.print_as == "json":

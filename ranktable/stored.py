@@ -34,11 +34,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import gzip
-import hashlib
 import os
 import stat
-import tempfile
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -89,6 +86,8 @@ class Stored:
 
 def compress(text: str) -> bytes:
     """The gzip of ``text`` (UTF-8), deterministic: equal texts give equal bytes."""
+    import gzip  # the writer's (the controller's); a launcher only reads, with zlib
+
     return gzip.compress(text.encode("utf-8"), compresslevel=GZIP_LEVEL, mtime=0)
 
 
@@ -249,8 +248,8 @@ def write_rank_table(text: str, *, directory: str | None = None, epoch: int = 0)
     current = _read_bytes(os.path.join(directory, VERSION_FILE))
     if current is not None and current.strip().isdigit() and int(current.strip()) > epoch and os.path.exists(path):
         return path
-    _replace(path, text.encode("utf-8"))
-    _replace(os.path.join(directory, VERSION_FILE), str(epoch).encode("ascii"))
+    replace_file(path, text.encode("utf-8"))
+    replace_file(os.path.join(directory, VERSION_FILE), str(epoch).encode("ascii"))
     return path
 
 
@@ -302,8 +301,9 @@ def write_local_rank_table(text: str, *, base: str | None = None) -> str:
     never see half a file. Raises OSError when nothing can be written.
     """
     import fcntl  # Unix only: imported here so that readers of this module elsewhere do not need it
+    import hashlib
 
-    directory = _private_directory(base if base is not None else tempfile.gettempdir())
+    directory = _private_directory(base if base is not None else temp_dir())
     content = text.encode("utf-8")
     name = "hccl-" + hashlib.sha256(content).hexdigest()[:16] + ".json"
     path = os.path.join(directory, name)
@@ -311,7 +311,7 @@ def write_local_rank_table(text: str, *, base: str | None = None) -> str:
     try:
         fcntl.flock(guard, fcntl.LOCK_EX)
         if not _whole(path, len(content)):
-            _replace(path, content, mode=0o600)
+            replace_file(path, content, mode=0o600)
         held = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         fcntl.flock(held, fcntl.LOCK_SH)
         os.set_inheritable(held, True)
@@ -373,8 +373,34 @@ def _remove_unused(directory: str, *, keep: str) -> None:
             os.close(fd)
 
 
-def _replace(path: str, content: bytes, *, mode: int = 0o644) -> None:
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=os.path.dirname(path))
+def temp_dir() -> str:
+    """Where temporary files go: ``$TMPDIR`` as given, else the first usable of ``tempfile``'s other candidates.
+
+    ``$TEMP``, ``$TMP``, ``/tmp``, ``/var/tmp``, ``/usr/tmp``, the working
+    directory, in that order: the first that is a directory this process may
+    write to and enter. Unlike ``tempfile.gettempdir()`` (which costs a
+    launcher start about 4 ms of CPU to import) an explicit ``$TMPDIR`` is
+    never passed over, so a writer fails there with its own error instead of
+    writing somewhere else. Raises FileNotFoundError when there is none.
+    """
+    explicit = os.environ.get("TMPDIR")
+    if explicit:
+        return os.path.abspath(explicit)
+    candidates = [os.environ.get("TEMP"), os.environ.get("TMP"), "/tmp", "/var/tmp", "/usr/tmp"]
+    try:
+        candidates.append(os.getcwd())
+    except OSError:
+        pass
+    for candidate in candidates:
+        if candidate and os.path.isdir(candidate) and os.access(candidate, os.W_OK | os.X_OK):
+            return os.path.abspath(candidate)
+    raise FileNotFoundError("no usable temporary directory: $TMPDIR, $TEMP, $TMP, /tmp, /var/tmp, /usr/tmp")
+
+
+def replace_file(path: str, content: bytes, *, mode: int = 0o644) -> None:
+    """Write ``content`` to ``path`` atomically: a new file beside it (``mode``), renamed into place."""
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.{os.urandom(6).hex()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(content)

@@ -63,7 +63,6 @@ from ranktable.clusterspec import (
     SpecError,
     spec_from_json,
 )
-from ranktable.hccl import read_hccl
 from ranktable.launchopts import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
 from ranktable.launchopts import default_timeout as default_timeout
 from ranktable.podenv import POD_IP_ENV, POD_UID_ENV, pod_name
@@ -334,7 +333,7 @@ class Judge:
         else:
             try:
                 spec = spec_from_json(obs.cluster)
-                table = read_hccl(obs.hccl) if obs.hccl is not None and spec.completed and spec.has_devices else None
+                table = _read_hccl(obs.hccl) if obs.hccl is not None and spec.completed and spec.has_devices else None
             except SpecError as err:
                 return self._bad(obs, err)
             self.parsed = (obs.cluster, obs.hccl, spec, table)
@@ -427,3 +426,10 @@ def wait_for_spec(
         f"timed out after {waited:.0f}s waiting for a completed spec in {source.where}; last seen: {reason}",
         last=reason,
     )
+
+
+def _read_hccl(text: str) -> dict[str, Any]:
+    """:func:`ranktable.hccl.read_hccl`, its four format modules loaded only for a job with Ascend devices."""
+    from ranktable.hccl import read_hccl
+
+    return read_hccl(text)

@@ -108,6 +108,7 @@ def run_one(
     run = {
         "runtime": kind,
         "workers": workers,
+        "created": round(created, 3),
         "last_start_s": round(max(starts) - created, 3),
         "exported_s": at["exec"],
         "tf_config_s": round(max(configs) - created, 3),

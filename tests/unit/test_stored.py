@@ -9,7 +9,6 @@ import os
 import stat
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,8 @@ from ranktable.stored import (
     pack,
     rank_table_file,
     read_files,
+    replace_file,
+    temp_dir,
     unpack,
     write_local_rank_table,
     write_rank_table,
@@ -135,7 +136,7 @@ def test_the_compressed_form_gets_a_local_copy_of_the_table(tmp_path: Path, monk
     source = FileSource(str(tmp_path / "v"))
     assert source.rank_table_path("{}") == str(tmp_path / "v" / "hccl.json")
     volume.publish(dict(pack(FILES, limit=1000).binary_data))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     local = source.rank_table_path(FILES["hccl.json"])
     assert Path(local).parent.parent == tmp_path / "tmp" and Path(local).read_text() == FILES["hccl.json"]
@@ -222,14 +223,14 @@ def test_an_unwritable_tmpdir_leaves_rank_table_file_unset_with_a_warning(
     KubeletDir(volume).publish(dict(pack(files, limit=1000).binary_data))
     read_only = tmp_path / "a-file"  # stands for /tmp on a read-only root: nothing can be created under it
     read_only.write_text("")
-    monkeypatch.setattr(tempfile, "tempdir", str(read_only))
+    monkeypatch.setenv("TMPDIR", str(read_only))
     monkeypatch.delenv("RING_RANK_TABLE_DIR", raising=False)
     argv = ["--config-dir", str(volume), "--pod", "job-worker-1", "--hostfile-dir", str(tmp_path / "h")]
     assert launcher.main([*argv, "--timeout", "5", "--print", "json"]) == 0
     out, err = capsys.readouterr()
     assert "RANK_TABLE_FILE" not in json.loads(out) and json.loads(out)["RANK"] == "1"
     assert "warning: cannot write the rank table" in err and "RANK_TABLE_FILE is not set" in err
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
     assert launcher.main([*argv, "--timeout", "5", "--print", "json"]) == 0
     assert Path(json.loads(capsys.readouterr().out)["RANK_TABLE_FILE"]).read_text() == files["hccl.json"]
 
@@ -300,3 +301,26 @@ def test_kubectl_ring_describe_names_the_compressed_form_and_its_sizes() -> None
         )
         assert _stored_note(configmap_record(body)) == note.format(stored=s.stored_bytes)
     assert _stored_note(None) == ""
+
+
+def test_temp_dir_takes_tmpdir_as_given_and_otherwise_the_first_usable_candidate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "not-there"))
+    assert temp_dir() == str(tmp_path / "not-there")  # an explicit TMPDIR is never passed over
+    monkeypatch.delenv("TMPDIR")
+    (tmp_path / "a-file").write_text("")
+    (tmp_path / "usable").mkdir()
+    monkeypatch.setenv("TEMP", str(tmp_path / "a-file"))
+    monkeypatch.setenv("TMP", str(tmp_path / "usable"))
+    assert temp_dir() == str(tmp_path / "usable")
+    monkeypatch.delenv("TMP")
+    assert temp_dir() == "/tmp"
+
+
+def test_replace_file_swaps_the_whole_content_in_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    target = tmp_path / "hostfile"
+    replace_file(str(target), b"old\n")
+    replace_file(str(target), b"new\n", mode=0o600)
+    assert target.read_bytes() == b"new\n" and (target.stat().st_mode & 0o777) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hostfile"]
