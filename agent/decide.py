@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Final, Literal, get_args
 
 from model.ascend import VERSION_1_2, VERSION_2_0, logical_super_pod, rank_order
@@ -87,6 +87,7 @@ from ranktable.clusterspec import (
     HCCL_FILE,
     STATUS_COMPLETED,
     STATUS_INITIALIZING,
+    STATUSES,
     ClusterSpec,
     Member,
     Status,
@@ -96,6 +97,7 @@ from ranktable.clusterspec import (
 from ranktable.devices import DeviceAnnotation, InvalidDeviceAnnotation, parse_device_annotation
 from ranktable.hccl import AUTO, DEFAULT_CHOICE, device_problem, render_hccl
 from ranktable.hccl_table20 import check_scale_out
+from ranktable.records import replace as replace_record
 from ranktable.stored import Stored, TooLarge, pack
 
 #: A job's status: the status of the spec that is (or would be) written for
@@ -106,7 +108,7 @@ from ranktable.stored import Stored, TooLarge, pack
 JobStatus = Literal[Status, "invalid"]
 STATUS_INVALID: Final[JobStatus] = "invalid"
 #: Every :data:`JobStatus`, in a fixed order.
-JOB_STATUSES: Final[tuple[JobStatus, ...]] = get_args(JobStatus)
+JOB_STATUSES: Final[tuple[JobStatus, ...]] = (*STATUSES, STATUS_INVALID)
 
 #: A member that counts: (rank, task, index, pod, its devices or None).
 Counting = tuple[int, str, int, PodRecord, DeviceAnnotation | None]
@@ -403,7 +405,7 @@ def _as_written(listed: tuple[Member, ...], finished: frozenset[PodUID], previou
     """
     written = {m.uid: m for m in previous.members}
     return tuple(
-        replace(
+        replace_record(
             written[m.uid],
             host_ip=m.host_ip or written[m.uid].host_ip,
             super_pod=m.super_pod,

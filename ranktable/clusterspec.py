@@ -31,12 +31,22 @@ import gc
 import ipaddress
 import json
 import re
-from dataclasses import dataclass
-from dataclasses import field as dataclass_field
-from typing import Any, Final, Literal, cast, get_args
 
 from ranktable.levels import DeviceLevel
+from ranktable.records import field as record_field
+from ranktable.records import record
 from ranktable.registration import REGISTERED_ANNOTATION as REGISTERED_ANNOTATION
+
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+if TYPE_CHECKING:
+    from typing import Any, Final, Literal
+
+    #: A spec's (and a rank table's) ``status``: members still missing, or all there.
+    Status = Literal["initializing", "completed"]
+    #: The TensorFlow roles, in the order ``TF_CONFIG`` lists its jobs.
+    Role = Literal["chief", "worker", "ps", "evaluator"]
+else:  # the names exist at run time for importers; only a type checker needs the Literals
+    Status = Role = str
 
 CLUSTER_FILE: Final = "cluster.json"
 HCCL_FILE: Final = "hccl.json"
@@ -46,16 +56,14 @@ CONFIGMAP_PREFIX: Final = "rings-config-"
 # REGISTERED_ANNOTATION (imported above) is defined in ranktable.registration,
 # which the one-file launcher's early registration loads without this module.
 
-#: A spec's (and a rank table's) ``status``: members still missing, or all there.
-Status = Literal["initializing", "completed"]
+#: A spec's (and a rank table's) ``status``: members still missing, or all there (:data:`Status`).
 STATUS_INITIALIZING: Final[Status] = "initializing"
 STATUS_COMPLETED: Final[Status] = "completed"
-STATUSES: Final[tuple[Status, ...]] = get_args(Status)
+STATUSES: Final[tuple[Status, ...]] = (STATUS_INITIALIZING, STATUS_COMPLETED)
 
 #: The TensorFlow roles, in the order ``TF_CONFIG`` lists its jobs. A task
 #: named after one keeps its name as its role; any other task is a ``worker``.
-Role = Literal["chief", "worker", "ps", "evaluator"]
-KNOWN_ROLES: Final[tuple[Role, ...]] = get_args(Role)
+KNOWN_ROLES: Final[tuple[Role, ...]] = ("chief", "worker", "ps", "evaluator")
 DEFAULT_ROLE: Final[Role] = "worker"
 #: Roles TensorFlow allows at most one task of.
 SINGLETON_ROLES: Final[tuple[Role, ...]] = ("chief", "evaluator")
@@ -104,7 +112,7 @@ class PodNotInSpec(SpecError):
         self.epoch = epoch
 
 
-@dataclass(frozen=True)
+@record
 class Device:
     """One accelerator bound to a pod: its id on the host and its NIC IP.
 
@@ -116,8 +124,8 @@ class Device:
 
     device_id: str
     device_ip: str
-    super_device_id: str = dataclass_field(default="", compare=False)
-    levels: tuple[DeviceLevel, ...] = dataclass_field(default=(), compare=False)
+    super_device_id: str = record_field(default="", compare=False)
+    levels: tuple[DeviceLevel, ...] = record_field(default=(), compare=False)
 
     @property
     def has_ip(self) -> bool:
@@ -125,7 +133,7 @@ class Device:
         return self.device_ip not in PLACEHOLDER_DEVICE_IPS
 
 
-@dataclass(frozen=True)
+@record
 class Member:
     """One pod of the job at its rank.
 
@@ -160,15 +168,15 @@ class Member:
     host: str = ""
     devices: tuple[Device, ...] = ()
     slots: int = 1
-    host_ip: str = dataclass_field(default="", compare=False)
-    super_pod: str = dataclass_field(default="", compare=False)
-    hardware: str = dataclass_field(default="", compare=False)
+    host_ip: str = record_field(default="", compare=False)
+    super_pod: str = record_field(default="", compare=False)
+    hardware: str = record_field(default="", compare=False)
     #: The member's topology path (one value per level of the spec's
     #: ``topology_keys``) when the spec is topology-ordered, else empty.
     #: Written into ``cluster.json`` to explain the order; like the fields
     #: above it takes no part in comparisons (the epoch follows membership
     #: and addresses, not node labels).
-    topology: tuple[str, ...] = dataclass_field(default=(), compare=False)
+    topology: tuple[str, ...] = record_field(default=(), compare=False)
 
     @property
     def address(self) -> str:
@@ -178,7 +186,7 @@ class Member:
         return f"{self.ip}:{self.port}"
 
 
-@dataclass(frozen=True)
+@record
 class JobRef:
     """The workload a spec belongs to; ``version`` is its member generation."""
 
@@ -190,7 +198,7 @@ class JobRef:
     version: int
 
 
-@dataclass(frozen=True)
+@record
 class ClusterSpec:
     """The whole membership of one job at one epoch.
 
@@ -507,7 +515,7 @@ def spec_from_json(text: str) -> ClusterSpec:
     if not isinstance(rank_order, str):
         raise SpecError(f"rankOrder: expected a string, got {_kind(rank_order)}")
     spec = ClusterSpec(
-        status=cast(Status, _str(obj, "status", "")),  # validate_spec checks it
+        status=_str(obj, "status", ""),  # type: ignore[arg-type]  # any text: validate_spec checks it
         job=job,
         epoch=_int(obj, "epoch", ""),
         expected=_int(obj, "expected", ""),

@@ -41,8 +41,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Final
 
 from ranktable.clusterspec import (
     PLACEHOLDER_DEVICE_IPS,
@@ -54,6 +52,11 @@ from ranktable.clusterspec import (
     uint_string,
 )
 from ranktable.levels import LevelError, parse_levels
+from ranktable.records import record
+
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 #: Every ``reason`` :class:`InvalidDeviceAnnotation` may carry (the last two
 #: come from :func:`ranktable.hccl.device_problem`, for a table version).
@@ -82,7 +85,7 @@ class InvalidDeviceAnnotation(ValueError):
         self.reason = reason
 
 
-@dataclass(frozen=True)
+@record
 class DeviceAnnotation:
     """The validated annotation: ``server_id`` and ``host_ip`` ("" when absent),
     ``super_pod_id`` (None when absent or negative) and devices in annotation order."""

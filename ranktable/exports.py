@@ -15,19 +15,22 @@ names; torchrun replaces ``RANK``/``WORLD_SIZE`` for its children.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Final
 
 from ranktable.clusterspec import ClusterSpec
 from ranktable.hostfile import hostfile_env
 from ranktable.jaxenv import jax_env
 from ranktable.mindsporeenv import mindspore_env
 from ranktable.paddleenv import paddle_env
+from ranktable.records import record
 from ranktable.tfconfig import tf_config
 from ranktable.torchenv import torch_env, torchrun_env
 
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+if TYPE_CHECKING:
+    from typing import Final
 
-@dataclass(frozen=True)
+
+@record
 class Framework:
     """One row of the exports table: who reads ``exports``, and when they are set."""
 

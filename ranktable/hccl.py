@@ -39,7 +39,6 @@ ascend-operator's initializing tables (no ``server_list``).
 from __future__ import annotations
 
 import json
-from typing import Any, Final
 
 from ranktable import hccl_table10, hccl_table20, hccl_v1, hccl_v2
 from ranktable.clusterspec import (
@@ -51,6 +50,10 @@ from ranktable.clusterspec import (
     load_json,
     validate_spec,
 )
+
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 #: Every layout :func:`render_hccl` writes.
 VERSIONS: Final = (hccl_table10.VERSION_1_0, hccl_table10.VERSION_1_2, hccl_table20.VERSION_2_0, "v2", "v1")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ranktable.clusterspec import (
     PLACEHOLDER_DEVICE_IPS,
     STATUS_COMPLETED,
@@ -15,6 +13,10 @@ from ranktable.clusterspec import (
     is_ip,
     uint_string,
 )
+
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def table_members(spec: ClusterSpec) -> list[Member]:

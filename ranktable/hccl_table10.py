@@ -51,10 +51,12 @@ Where ring-controller differs from ascend-operator (deliberately):
 
 from __future__ import annotations
 
-from typing import Any, Final
-
 from ranktable import hccl_common, hccl_v2
 from ranktable.clusterspec import STATUS_COMPLETED, ClusterSpec, Member, SpecError, uint_string
+
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 VERSION_1_0: Final = "1.0"
 VERSION_1_2: Final = "1.2"

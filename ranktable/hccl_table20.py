@@ -33,11 +33,13 @@ annotation's ``levelList`` by ascend-operator's rules:
 
 from __future__ import annotations
 
-from typing import Any, Final
-
 from ranktable import hccl_common
 from ranktable.clusterspec import STATUS_COMPLETED, ClusterSpec, Device, SpecError
 from ranktable.levels import NetElement
+
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 VERSION_2_0: Final = "2.0"
 

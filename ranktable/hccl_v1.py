@@ -24,10 +24,12 @@ both give the same table, for several tasks ours is the consistent one.)
 
 from __future__ import annotations
 
-from typing import Any
-
 from ranktable import hccl_common
 from ranktable.clusterspec import STATUS_COMPLETED, ClusterSpec, SpecError, check_server_id
+
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def render(spec: ClusterSpec) -> dict[str, Any]:

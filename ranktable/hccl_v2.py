@@ -21,10 +21,12 @@ pods hold equal device counts; counting also stays dense when they do not.
 
 from __future__ import annotations
 
-from typing import Any, Final
-
 from ranktable import hccl_common
 from ranktable.clusterspec import STATUS_COMPLETED, ClusterSpec, SpecError, check_ip, check_server_id, uint_string
+
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 #: The value of the table's ``version`` key for this layout.
 TABLE_VERSION: Final = "1.0"

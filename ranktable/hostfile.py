@@ -21,11 +21,15 @@ line with their slots added, since MPI counts slots per host.
 from __future__ import annotations
 
 import os
-from typing import Final, Literal
 
 from ranktable.clusterspec import ClusterSpec, require_completed
 
-Flavor = Literal["openmpi", "mpich"]
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+if TYPE_CHECKING:
+    from typing import Final, Literal
+
+if TYPE_CHECKING:
+    Flavor = Literal["openmpi", "mpich"]
 #: File names in the hostfile directory, per flavor.
 FILE_NAMES: Final[dict[Flavor, str]] = {"openmpi": "hostfile", "mpich": "hostfile.mpich"}
 

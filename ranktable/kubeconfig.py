@@ -37,7 +37,12 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, NamedTuple, Union
+
+from ranktable.records import record
+
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+if TYPE_CHECKING:
+    from typing import Any, Union
 
 #: Where the kubelet projects the service account's token, CA bundle and namespace.
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -51,7 +56,8 @@ class ApiConfigError(RuntimeError):
     """No usable API server configuration: the message names the file or variable to fix."""
 
 
-class ClientConfig(NamedTuple):
+@record
+class ClientConfig:
     """How to reach the API server.
 
     ``host``/``port`` are the TCP peer (an IPv6 address without brackets);
@@ -244,7 +250,8 @@ def _bracketed(host: str) -> str:
 
 # --- a reader for kubeconfig's YAML -------------------------------------------------------------
 
-Yaml = Union[dict[str, Any], list[Any], str, int, float, bool, None]
+if TYPE_CHECKING:
+    Yaml = Union[dict[str, Any], list[Any], str, int, float, bool, None]
 
 
 class YamlError(ValueError):

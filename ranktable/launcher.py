@@ -59,7 +59,6 @@ import json
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Final
 
 from ranktable import exitcodes, launchopts, pyzmain
 from ranktable.clusterspec import CONFIGMAP_PREFIX, PodNotInSpec, SpecError
@@ -80,7 +79,10 @@ from ranktable.wait import (
     wait_for_spec,
 )
 
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
 if TYPE_CHECKING:
+    from typing import Final
+
     from ranktable.apiwatch import ApiSource
     from ranktable.earlyreg import Early
 

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Union
 
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
 if TYPE_CHECKING:  # not at run time: the early registration path must not load argparse
     import argparse
+    from typing import Union
 
 #: The variables that stand in for options (``ring-launch --help`` lists them all).
 TIMEOUT_ENV = "RING_TIMEOUT"
@@ -53,7 +54,8 @@ VALUED = frozenset(
 FLAGS = frozenset({"--from-api", "--register", "--supervise"})
 PRINT_CHOICES = ("env", "json", "hostfile")
 
-Scanned = dict[str, Union[str, bool]]
+if TYPE_CHECKING:
+    Scanned = dict[str, Union[str, bool]]
 
 
 class UsageError(ValueError):

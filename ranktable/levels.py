@@ -25,15 +25,18 @@ decoder does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from ranktable.records import record
+
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class LevelError(ValueError):
     """A ``levelList`` that is not well formed; the message names the path."""
 
 
-@dataclass(frozen=True)
+@record
 class RankAddr:
     """One address of a device on a network level (``rank_addr_list`` entry)."""
 
@@ -43,7 +46,7 @@ class RankAddr:
     plane_id: str
 
 
-@dataclass(frozen=True)
+@record
 class NetElement:
     """A device's place on one network level: the table's ``level_list`` entry."""
 
@@ -67,7 +70,7 @@ class NetElement:
         }
 
 
-@dataclass(frozen=True)
+@record
 class DeviceLevel:
     """One ``levelList`` entry: the level and its elements by port address type (sorted by type)."""
 

@@ -25,9 +25,11 @@ One worker process per pod: ``MS_WORKER_NUM`` counts worker pods and
 
 from __future__ import annotations
 
-from typing import Final
-
 from ranktable.clusterspec import ClusterSpec, SpecError, member_for_pod, require_completed
+
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+if TYPE_CHECKING:
+    from typing import Final
 
 #: The task whose member is MindSpore's scheduler.
 SCHEDULER_TASK: Final = "scheduler"

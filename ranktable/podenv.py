@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Final
+
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+if TYPE_CHECKING:
+    from typing import Final
 
 POD_NAME_ENV: Final = "POD_NAME"
 POD_NAMESPACE_ENV: Final = "POD_NAMESPACE"

@@ -22,7 +22,12 @@ from __future__ import annotations
 import ipaddress
 import json
 import time
-from typing import Any, NamedTuple
+
+from ranktable.records import record
+
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Annotation a launcher sets on its own pod when it starts (self-registration,
 #: opt-in): JSON ``{"ip": ..., "started": ...}``. The controller may count the
@@ -34,7 +39,8 @@ REGISTERED_ANNOTATION = "ring-controller.io/registered"
 MAX_LENGTH = 256
 
 
-class Registration(NamedTuple):
+@record
+class Registration:
     """A parsed registration: the member's IP and when its launcher started (RFC 3339, may be "")."""
 
     ip: str

@@ -38,9 +38,9 @@ import os
 import stat
 import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from ranktable.clusterspec import CLUSTER_FILE, HCCL_FILE, SpecError
+from ranktable.records import record
 
 #: The spec's files, in the order they are written and read.
 SPEC_FILES = (CLUSTER_FILE, HCCL_FILE)
@@ -68,7 +68,7 @@ class TooLarge(ValueError):
         self.limit = limit
 
 
-@dataclass(frozen=True)
+@record
 class Stored:
     """The ConfigMap payload of one set of files: its ``data`` and ``binaryData``
     (raw bytes; base64 only on the wire), the plain size and the size stored.

@@ -53,12 +53,15 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Final, Union
 
 from ranktable import exitcodes
 from ranktable.clusterspec import ClusterSpec, PodNotInSpec, SpecError
+from ranktable.records import record
 from ranktable.wait import Identity, Judge, Log, Ready, Source, quiet
+
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+if TYPE_CHECKING:
+    from typing import Final, Union
 
 #: Exit code when a restart is needed but ``--max-restarts`` are spent.
 EXIT_RESTARTS_SPENT: Final = exitcodes.RESTARTS_SPENT
@@ -83,31 +86,32 @@ class Outcome(Exception):
         self.code = code
 
 
-@dataclass(frozen=True)
+@record
 class _Verdict:
     verdict: Ready | str
     spec: ClusterSpec | None
     not_in: PodNotInSpec | None
 
 
-@dataclass(frozen=True)
+@record
 class _Exited:
     process: subprocess.Popen[bytes]
     code: int
 
 
-@dataclass(frozen=True)
+@record
 class _Signal:
     signum: int
 
 
-@dataclass(frozen=True)
+@record
 class _WatchFailed:
     error: BaseException
 
 
 # typing.Union, not `|`: evaluated at import, and the launcher runs on Python 3.9.
-_Event = Union[_Verdict, _Exited, _Signal, _WatchFailed]
+if TYPE_CHECKING:
+    _Event = Union[_Verdict, _Exited, _Signal, _WatchFailed]
 
 
 def exit_code(returncode: int) -> int:

@@ -36,9 +36,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
 
 from ranktable.clusterspec import KNOWN_ROLES, SINGLETON_ROLES, ClusterSpec, SpecError, member_for_pod
+
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def tf_config(spec: ClusterSpec, *, pod: str) -> dict[str, Any]:

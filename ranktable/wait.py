@@ -50,8 +50,6 @@ import os
 import select
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, Final, Protocol
 
 from ranktable.clusterspec import (
     CLUSTER_FILE,
@@ -66,7 +64,14 @@ from ranktable.clusterspec import (
 from ranktable.launchopts import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
 from ranktable.launchopts import default_timeout as default_timeout
 from ranktable.podenv import POD_IP_ENV, POD_UID_ENV, pod_name
+from ranktable.records import record
 from ranktable.stored import files_from_configmap, read_files, write_rank_table
+
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+if TYPE_CHECKING:
+    from typing import Any, Final, Protocol
+else:
+    Protocol = object  # Source is a protocol to type checkers only
 
 DEFAULT_CONFIG_DIR: Final = "/etc/ring-config"
 DEFAULT_POLL_INTERVAL: Final = 0.5
@@ -102,7 +107,7 @@ class WaitTimeout(TimeoutError):
         self.last = last
 
 
-@dataclass(frozen=True)
+@record
 class Identity:
     """Who this pod is. ``uid``/``ip`` are empty when unknown (then not checked)."""
 
@@ -116,7 +121,7 @@ def identity_from_env(pod: str | None = None) -> Identity:
     return Identity(pod=pod_name(pod), uid=os.environ.get(POD_UID_ENV, ""), ip=os.environ.get(POD_IP_ENV, ""))
 
 
-@dataclass(frozen=True)
+@record
 class Observation:
     """One look at the source.
 
@@ -161,7 +166,7 @@ class Source(Protocol):
     def rank_table_path(self, hccl: str) -> str: ...
 
 
-@dataclass(frozen=True)
+@record
 class Ready:
     """A completed spec holding this pod (``member``); ``hccl`` its rank table text, if any."""
 
@@ -297,7 +302,6 @@ def _stat(path: str) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-@dataclass
 class Judge:
     """Turns observations into a verdict; keeps what it needs across them.
 
@@ -306,17 +310,18 @@ class Judge:
     use it.
     """
 
-    identity: Identity
-    where: str
-    bad_text: tuple[str | None, str | None] | None = None
-    bad_reads: int = 0
-    not_in: PodNotInSpec | None = None
-    #: The spec of the last observation, None when absent or malformed.
-    spec: ClusterSpec | None = None
-    #: The last texts parsed well and what they gave: (cluster, hccl, spec, table). A
-    #: supervisor polls the same files for the whole run, and parsing a 16,384-NPU
-    #: spec costs about 0.1 s of CPU, twice a second: equal texts are not parsed again.
-    parsed: tuple[str, str | None, ClusterSpec, dict[str, Any] | None] | None = None
+    def __init__(self, identity: Identity, where: str) -> None:
+        self.identity = identity
+        self.where = where
+        self.bad_text: tuple[str | None, str | None] | None = None
+        self.bad_reads = 0
+        self.not_in: PodNotInSpec | None = None
+        #: The spec of the last observation, None when absent or malformed.
+        self.spec: ClusterSpec | None = None
+        #: The last texts parsed well and what they gave: (cluster, hccl, spec, table). A
+        #: supervisor polls the same files for the whole run, and parsing a 16,384-NPU
+        #: spec costs about 0.1 s of CPU, twice a second: equal texts are not parsed again.
+        self.parsed: tuple[str, str | None, ClusterSpec, dict[str, Any] | None] | None = None
 
     def judge(self, obs: Observation) -> Ready | str:
         """A :class:`Ready`, or a one-line reason to keep waiting; raises :class:`SpecError` when malformed for good."""

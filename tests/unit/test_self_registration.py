@@ -11,7 +11,7 @@ from model.keys import REGISTERED_ANNOTATION, SELF_REGISTER_ANNOTATION
 from model.pod import pod_record
 from model.records import PodRecord, WorkloadRecord
 from model.volcano import workload_record
-from ranktable.registration import parse_registration, registration_value
+from ranktable.registration import Registration, parse_registration, registration_value
 from tests.support.factories import volcano_job, volcano_pod
 
 LABEL = "ring-controller.atlas"
@@ -57,7 +57,7 @@ def _reg(ip: str) -> str:
 def test_the_value_round_trips_and_is_compact() -> None:
     value = _reg("10.4.0.7")
     assert value == '{"ip":"10.4.0.7","started":"2026-12-01T23:00:00.000001Z"}'
-    assert parse_registration(value) == ("10.4.0.7", STARTED)
+    assert parse_registration(value) == Registration(ip="10.4.0.7", started=STARTED)
     assert parse_registration(None) is None and parse_registration("") is None
     assert parse_registration(_reg("fd00::7")).ip == "fd00::7"  # type: ignore[union-attr]
 
