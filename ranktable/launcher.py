@@ -54,7 +54,6 @@ not executable / not found.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -81,6 +80,8 @@ from ranktable.wait import (
 
 TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
 if TYPE_CHECKING:
+    import argparse
+    from types import SimpleNamespace
     from typing import Final
 
     from ranktable.apiwatch import ApiSource
@@ -90,8 +91,8 @@ if TYPE_CHECKING:
 STARTED: Final = time.time()
 
 #: ``--supervise`` defaults (:mod:`ranktable.supervise` is imported only when used).
-DEFAULT_GRACE: Final = 10.0
-DEFAULT_MAX_RESTARTS: Final = 10
+DEFAULT_GRACE: Final = launchopts.DEFAULT_GRACE
+DEFAULT_MAX_RESTARTS: Final = launchopts.DEFAULT_MAX_RESTARTS
 
 EXIT_USAGE: Final = exitcodes.USAGE
 EXIT_NOT_IN_SPEC: Final = exitcodes.NOT_IN_SPEC
@@ -135,6 +136,10 @@ otherwise CMD's own exit code (128+N for signal N)."""
 
 
 def _parser() -> argparse.ArgumentParser:
+    """``ring-launch``'s argparse parser: for ``--help``, usage errors and command lines
+    :func:`ranktable.launchopts.parsed_without_argparse` leaves to it."""
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="ring-launch",
         usage="ring-launch [options] -- CMD [ARG ...]\n       ring-launch [options] --print env|json|hostfile",
@@ -319,18 +324,19 @@ def main(argv: list[str] | None = None, *, early: Early | None = None) -> int:
         options, command = args_in[:split], args_in[split + 1 :]
     else:
         options, command = args_in, []
-    parser = _parser()
-    try:
-        args = parser.parse_args(options)
-    except SystemExit as stop:  # --help, or a usage error argparse already printed
-        return int(stop.code or 0)
+    args: argparse.Namespace | SimpleNamespace | None = launchopts.parsed_without_argparse(args_in)
+    if args is None:  # anything but the plain case (which loads no argparse)
+        try:
+            args = _parser().parse_args(options)
+        except SystemExit as stop:  # --help, or a usage error argparse already printed
+            return int(stop.code or 0)
     if args.install is not None:
         return pyzmain.install(args.install, log=_log)
     try:
         timeout = launchopts.check_parsed(args, command)
     except launchopts.UsageError as err:
         if err.no_command:
-            parser.print_usage(sys.stderr)
+            _parser().print_usage(sys.stderr)
         _log(str(err))
         return EXIT_USAGE
 

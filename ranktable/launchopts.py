@@ -11,15 +11,17 @@ or ``--opt=VALUE``), and the same :func:`check_options` then says whether
 exactly (an abbreviation, ``-h``, an unknown option, a value that looks like
 an option) makes it answer None, and ``main`` alone decides, as always.
 
-Standard library only and light (no ``argparse``, no ``typing`` beyond what
-:mod:`ranktable.kubeapi` loads anyway): the early registration pays for
-every module it imports before its PATCH.
+Standard library only and light (no ``argparse``, no ``typing``): the early
+registration pays for every module it imports before its PATCH. When the
+command line is read exactly, :func:`parsed_without_argparse` gives ``main``
+what argparse would, so the plain container command never loads argparse.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
 
 TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
 if TYPE_CHECKING:  # not at run time: the early registration path must not load argparse
@@ -32,6 +34,10 @@ CONFIGMAP_ENV = "RING_CONFIGMAP"
 JOB_ENV = "RING_JOB_NAME"
 REGISTER_ENV = "RING_REGISTER"
 DEFAULT_TIMEOUT = 600.0
+#: File mode: seconds between reads of the file. ``--supervise``: seconds from SIGTERM to SIGKILL, restarts allowed.
+DEFAULT_POLL_INTERVAL = 0.5
+DEFAULT_GRACE = 10.0
+DEFAULT_MAX_RESTARTS = 10
 
 #: ``ring-launch``'s options that take a value, and those that do not (argparse's parser in
 #: :mod:`ranktable.launcher` must accept exactly these; a unit test compares them).
@@ -107,7 +113,7 @@ def check_options(
     return seconds
 
 
-def check_parsed(args: argparse.Namespace, command: Sequence[str]) -> float:
+def check_parsed(args: argparse.Namespace | SimpleNamespace, command: Sequence[str]) -> float:
     """:func:`check_options` for the options argparse parsed (``ring-launch``'s parser) and ``command``."""
     return check_options(
         command=command,
@@ -176,3 +182,44 @@ def checked_scan(argv: Sequence[str]) -> Scanned | None:
     except ValueError:  # UsageError, or a number argparse would refuse
         return None
     return options
+
+
+#: What ``ring-launch``'s parser gives an option not on the command line (its
+#: ``dest`` -> default); the launcher's parser uses the same values.
+PARSED_DEFAULTS: dict[str, object] = {
+    "config_dir": None,
+    "timeout": None,
+    "poll_interval": DEFAULT_POLL_INTERVAL,
+    "pod": None,
+    "from_api": False,
+    "register": None,
+    "namespace": None,
+    "configmap": None,
+    "kubeconfig": None,
+    "hostfile_dir": None,
+    "print_as": None,
+    "install": None,
+    "supervise": False,
+    "grace_period": DEFAULT_GRACE,
+    "max_restarts": DEFAULT_MAX_RESTARTS,
+}
+_CONVERT = {"--timeout": float, "--poll-interval": float, "--grace-period": float, "--max-restarts": int}
+
+
+def parsed_without_argparse(argv: Sequence[str]) -> SimpleNamespace | None:
+    """``argv`` read as argparse would read it (the same attribute names, types and defaults), or None.
+
+    For the plain command line of a container (every option spelled out,
+    no usage error): ``main`` then neither imports ``argparse`` nor builds
+    its parser, about 5 ms of CPU of the launcher's start on the dev node.
+    None for anything :func:`checked_scan` does not read exactly; ``main``
+    hands that to argparse, as always.
+    """
+    options = checked_scan(argv)
+    if options is None:
+        return None
+    values = dict(PARSED_DEFAULTS)
+    for name, value in options.items():
+        dest = "print_as" if name == "--print" else name[2:].replace("-", "_")
+        values[dest] = _CONVERT[name](value) if name in _CONVERT else value
+    return SimpleNamespace(**values)

@@ -55,12 +55,15 @@ def run():  # type: () -> None
             % (MIN_PYTHON[0], MIN_PYTHON[1], sys.executable or "python", sys.version.split()[0])
         )
         sys.exit(EXIT_OLD_PYTHON)
-    try:
-        from ranktable import earlyreg
-    except Exception:  # noqa: BLE001 - damaged: the import below says so
-        early = None
-    else:
-        early = earlyreg.start(sys.argv[1:])  # --register: the PATCH goes out before the rest loads
+    early = None
+    argv = sys.argv[1:]
+    if "--from-api" in (argv[: argv.index("--")] if "--" in argv else argv):  # file mode loads no TLS client
+        try:
+            from ranktable import earlyreg
+        except Exception:  # noqa: BLE001 - damaged: the import below says so
+            pass
+        else:
+            early = earlyreg.start(argv)  # --register: the PATCH goes out before the rest loads
     try:
         from ranktable.launcher import main
     except Exception as err:  # noqa: BLE001 - any failure to load our own modules means a damaged file

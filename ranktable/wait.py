@@ -61,6 +61,7 @@ from ranktable.clusterspec import (
     SpecError,
     spec_from_json,
 )
+from ranktable.launchopts import DEFAULT_POLL_INTERVAL as DEFAULT_POLL_INTERVAL
 from ranktable.launchopts import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
 from ranktable.launchopts import default_timeout as default_timeout
 from ranktable.podenv import POD_IP_ENV, POD_UID_ENV, pod_name
@@ -74,7 +75,6 @@ else:
     Protocol = object  # Source is a protocol to type checkers only
 
 DEFAULT_CONFIG_DIR: Final = "/etc/ring-config"
-DEFAULT_POLL_INTERVAL: Final = 0.5
 #: Seconds between two checks of the file mode's directory signature.
 CHECK_INTERVAL: Final = 0.02
 #: Identical malformed reads in a row (file mode) before giving up.

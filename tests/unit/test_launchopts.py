@@ -47,6 +47,13 @@ def test_what_the_scanner_reads_argparse_reads_the_same(argv: list[str]) -> None
     for key, value in vars(parsed).items():
         if key not in given:
             assert value == getattr(defaults, key), key
+    fast = launchopts.parsed_without_argparse(argv)  # what main uses instead of argparse for such a line
+    assert fast is not None and vars(fast) == vars(parsed)
+    assert {k: type(v) for k, v in vars(fast).items()} == {k: type(v) for k, v in vars(parsed).items()}
+
+
+def test_the_defaults_without_argparse_are_the_parsers() -> None:
+    assert launchopts.PARSED_DEFAULTS == vars(_parser().parse_args([]))
 
 
 @pytest.mark.parametrize(
@@ -65,6 +72,7 @@ def test_what_the_scanner_reads_argparse_reads_the_same(argv: list[str]) -> None
 )
 def test_anything_argparse_might_read_otherwise_is_left_to_it(argv: list[str]) -> None:
     assert launchopts.scan(argv) is None
+    assert launchopts.parsed_without_argparse(argv) is None
 
 
 @pytest.mark.parametrize(
