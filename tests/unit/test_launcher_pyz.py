@@ -313,3 +313,32 @@ def test_file_source_sees_a_kubelet_swap_without_waiting_for_the_poll_interval(
     volume.publish_spec(make_spec([("worker", 2)]))
     assert done.wait(10), seen
     assert len(seen) == 2  # one read at start, one for the swap: no reads in between
+
+
+#: What a launcher start must not import (issue 24: the launcher's CPU at start is the job's
+#: discovery overhead when a job's containers start together): the measured costs on the dev
+#: node are in ranktable/records.py, ranktable/launchopts.py and ranktable/stored.py.
+HEAVY = ("argparse", "dataclasses", "inspect", "typing", "tempfile", "hashlib", "random", "gzip", "shlex")
+#: File mode needs no TLS client at all.
+API_CLIENT = ("ssl", "ranktable.kubeapi", "ranktable.earlyreg")
+
+
+def imported(stderr: str) -> set[str]:
+    """The modules ``python -X importtime`` reported loading."""
+    return {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_a_file_mode_start_imports_none_of_the_heavy_modules(pyz_file: Path, volume: KubeletDir) -> None:
+    volume.publish_spec(make_spec([("worker", 2)], devices=2))
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-I", "-S", str(pyz_file), "--config-dir", str(volume.root)]
+        + ["--pod", POD, "--timeout", "5", "--print", "json"],
+        env={"PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    loaded = imported(result.stderr)
+    assert "ranktable.launcher" in loaded and json.loads(result.stdout)["RANK"] == "1"
+    assert sorted(loaded & {*HEAVY, *API_CLIENT}) == []
