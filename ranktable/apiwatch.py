@@ -4,7 +4,7 @@ A ConfigMap mounted as a volume reaches the container only when the kubelet
 next syncs the pod (up to a minute or two after the write). Reading the
 ConfigMap through the API server sees the controller's write at once, at the
 price of a service account that may read it. It runs on the standard library
-(:mod:`ranktable.kubeapi` over ``http.client``, configuration from
+(:mod:`ranktable.kubeapi`, its own HTTP/1.1 over ``socket`` and ``ssl``; configuration from
 :mod:`ranktable.kubeconfig`), so the one-file launcher works in any image and
 a start costs no client package import.
 
@@ -59,16 +59,18 @@ from __future__ import annotations
 
 import math
 import time
-import urllib.parse
-from collections.abc import Iterator
-from typing import Any, Final
 
 from ranktable.backoff import Backoff
-from ranktable.kubeapi import CONNECT_TIMEOUT, ApiStatusError, KubeClient
+from ranktable.kubeapi import CONNECT_TIMEOUT, ApiStatusError, KubeClient, quote
 from ranktable.kubeconfig import ApiConfigError, load_client_config
 from ranktable.registration import pod_path, registration_patch
 from ranktable.stored import write_rank_table
 from ranktable.wait import Log, Observation, observation_from_configmap, quiet
+
+TYPE_CHECKING = False  # typing is not imported at run time: the launcher's start pays for every module
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any, Final
 
 #: Upper bound of one watch request (seconds); shorter near the deadline.
 WATCH_SECONDS: Final = 60
@@ -135,7 +137,7 @@ class ApiSource:
         self.connect()
         client = self._client
         assert client is not None
-        path = f"/api/v1/namespaces/{urllib.parse.quote(self.namespace)}/configmaps"
+        path = f"/api/v1/namespaces/{quote(self.namespace)}/configmaps"
         selector = {"fieldSelector": f"metadata.name={self.name}"}
         resource_version: str | None = None
         configmap: dict[str, Any] | None = None
@@ -206,7 +208,7 @@ class ApiSource:
                     resource_version = None
                 except ApiConfigError:
                     raise
-                except Exception as err:  # noqa: BLE001 - transport errors (sockets, TLS, HTTP framing, bad JSON): retried to the deadline
+                except Exception as err:  # noqa: BLE001 - transport errors (sockets, TLS, HTTP framing: kubeapi.HttpProtocolError, bad JSON): retried to the deadline
                     self._pause(f"{type(err).__name__}: {err}", backoff, deadline)
                     resource_version = None
         finally:
