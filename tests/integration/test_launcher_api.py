@@ -72,10 +72,9 @@ def waiting(
     put_spec(k8s, namespace, CM, make_spec([("worker", 3)], status=STATUS_INITIALIZING, present={0}))
     token = service_account(k8s, namespace, "trainer", configmap=CM, verbs=["get", "list", "watch"])
     config = token_kubeconfig(kubeconfig, token, tmp_path / "trainer.kubeconfig")
-    proc = subprocess.Popen(
-        launch(pyz_file, config, namespace, "--timeout", "60", "--print", "json"),
-        env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    argv = launch(pyz_file, config, namespace, "--timeout", "60", "--print", "json")
+    argv[1:1] = ["-X", "importtime"]  # every module it imports, one stderr line each
+    proc = subprocess.Popen(argv, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     yield proc
     proc.kill()
     proc.communicate()
@@ -85,7 +84,9 @@ def test_token_kubeconfig_watches_until_the_spec_completes(
     k8s: Any, namespace: str, waiting: subprocess.Popen[str]
 ) -> None:
     assert waiting.stderr is not None
+    said: list[str] = []
     for line in waiting.stderr:  # the launcher has listed the ConfigMap and judged it
+        said.append(line)
         if "waiting: spec initializing" in line:
             break
     else:
@@ -96,6 +97,11 @@ def test_token_kubeconfig_watches_until_the_spec_completes(
     out, err = waiting.communicate(timeout=30)
     assert waiting.returncode == 0, err
     assert tf_config_of(out) == tf_config(spec, pod=POD)
+    # It listed and watched on ranktable.kubeapi's own HTTP: http.client (and email) and urllib cost CPU at start.
+    lines = [*said, *err.splitlines()]
+    imported = {line.rpartition("|")[2].strip() for line in lines if line.startswith("import time:")}
+    assert "ranktable.kubeapi" in imported
+    assert not {name for name in imported if name.split(".")[0] in ("http", "email", "urllib")}
     print(f"watch: spec written -> launcher exited in {time.monotonic() - started:.3f}s")
 
 
