@@ -28,7 +28,7 @@ the TokenRequest API bound to that pod, as the kubelet mounts it; the
 cluster-scoped admission policy is not installed). Per launcher: wall
 seconds from process start to its ``registered on pod`` line (printed when
 the PATCH's answer arrived, so the PATCH reached the API server before it),
-the CPU seconds it had used by then (``/proc/PID/stat``, 10 ms ticks), and
+the CPU seconds it had used by then (``/proc/PID/schedstat``, nanoseconds), and
 wall and CPU seconds to its exit (spec observed through the same API
 connection, ``--print json``). Variants: main's one-file launcher (built from
 ``--before``) and this tree's, each run as the documented container command
@@ -263,7 +263,13 @@ def _member_pods(k8s: Any, namespace: str, spec: Any, account: str, kubeconfig: 
 
 
 def _proc_cpu(pid: int) -> float:
-    """CPU seconds (user + system) process ``pid`` has used so far (clock ticks from /proc)."""
+    """CPU seconds process ``pid`` has used so far: the scheduler's nanoseconds (``/proc/PID/schedstat``),
+    else user + system clock ticks from ``/proc/PID/stat`` (10 ms steps)."""
+    try:
+        with open(f"/proc/{pid}/schedstat", encoding="ascii") as handle:
+            return int(handle.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
     with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
         fields = handle.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
