@@ -41,18 +41,24 @@ answer this reader cannot frame), and
 
 from __future__ import annotations
 
+import _socket
+import _ssl
+import io
 import json
 import os
-import socket
-import ssl
+import sys
 
 from ranktable.kubeconfig import ApiConfigError, ClientConfig
 
 TYPE_CHECKING = False  # typing is not imported at run time: the launcher's start pays for every module
 if TYPE_CHECKING:
+    import socket
+    import ssl
     from collections.abc import Iterator
     from io import BufferedIOBase
-    from typing import Any
+    from typing import Any, Union
+
+    Tls = Union[ssl.SSLContext, "_TlsContext"]
 
 USER_AGENT = "ring-launch"
 #: Seconds to connect (TCP and TLS) and, for :meth:`KubeClient.send_first`, to send.
@@ -246,8 +252,20 @@ class Response:
         raise HttpProtocolError(f"more than {MAX_HEADERS} header lines")
 
 
-def tls_context(config: ClientConfig) -> ssl.SSLContext:
-    """The TLS context of ``config``: its CA (or none when ``insecure``) and its client certificate."""
+def tls_context(config: ClientConfig) -> Tls:
+    """The TLS context of ``config``: its CA (or none when ``insecure``) and its client certificate.
+
+    Normally a :class:`_TlsContext` (OpenSSL through ``_ssl`` itself); the
+    ``ssl`` module's context for a client certificate, or where ``_ssl``
+    lacks what :class:`_TlsContext` uses.
+    """
+    if config.cert is None and config.key is None:
+        try:
+            return _TlsContext(config)
+        except _Unavailable:
+            pass
+    import ssl
+
     try:
         if config.insecure:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -274,10 +292,124 @@ def tls_context(config: ClientConfig) -> ssl.SSLContext:
     return context
 
 
+class _Unavailable(Exception):
+    """This Python's ``_ssl`` lacks what :class:`_TlsContext` uses: the ``ssl`` module is used instead."""
+
+
+class _TlsContext:
+    """A TLS client context made with ``_ssl``, the C module under ``ssl``, without loading ``ssl`` itself.
+
+    Why: ``ssl`` (with ``socket``, which it needs) turns every OpenSSL
+    constant into enums at import, about 7 ms of CPU of a launcher start on
+    the dev node (``python3 -I -S -c "import ..."``: 25.9 ms with ``socket``
+    and ``ssl``, 18.6 ms with ``_socket`` and ``_ssl``, p50 of 40); the
+    early registration pays it before its PATCH. What it sets is what
+    ``ssl.create_default_context`` sets for a client: ``PROTOCOL_TLS_CLIENT``
+    (whose C defaults are certificate verification, host name checking, no
+    SSLv2/3, no compression), the CA file or data (else the system's), and
+    on Python 3.13 and newer the strict X.509 flags that function adds. It
+    refuses to run unless the context verifies (or the configuration is
+    ``insecure``); anything missing raises :class:`_Unavailable`.
+    """
+
+    def __init__(self, config: ClientConfig) -> None:
+        try:
+            make = _ssl._SSLContext
+            context = make(_ssl.PROTOCOL_TLS_CLIENT)
+            wrap = getattr(context, "_wrap_socket")  # noqa: B009 - private (not in the type stubs): checked here
+        except (AttributeError, TypeError) as err:
+            raise _Unavailable(str(err)) from None
+        try:
+            if config.insecure:
+                context.check_hostname = False
+                context.verify_mode = _ssl.CERT_NONE
+            elif config.ca_file is None and config.ca_data is None:
+                context.set_default_verify_paths()
+            else:
+                context.load_verify_locations(config.ca_file, None, config.ca_data)
+        except (OSError, ValueError) as err:  # _ssl.SSLError is an OSError
+            raise ApiConfigError(f"{config.where}: cannot load the CA bundle: {err}") from None
+        if not config.insecure:
+            if context.verify_mode != _ssl.CERT_REQUIRED or not context.check_hostname:
+                raise _Unavailable("the C context does not verify by default")
+            if sys.version_info >= (3, 13):
+                context.verify_flags |= getattr(_ssl, "VERIFY_X509_STRICT", 0) | getattr(
+                    _ssl, "VERIFY_X509_PARTIAL_CHAIN", 0
+                )
+        self._context = context
+        self._wrap: Any = wrap
+
+    def wrap_socket(self, sock: _socket.socket, *, server_hostname: str) -> _TlsStream:
+        """The TLS connection over connected ``sock`` to ``server_hostname`` (handshake done; its timeout bounds it)."""
+        tls = self._wrap(sock, False, server_hostname, owner=None, session=None)
+        tls.do_handshake()
+        return _TlsStream(sock, tls)
+
+
+class _TlsStream:
+    """What :class:`Connection` uses of a socket, for a :class:`_TlsContext` connection."""
+
+    def __init__(self, sock: _socket.socket, tls: Any) -> None:
+        self._sock = sock
+        self._tls = tls
+
+    def settimeout(self, timeout: float | None) -> None:
+        self._sock.settimeout(timeout)  # _ssl reads the socket's timeout at every read and write
+
+    def sendall(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[self._tls.write(view) :]
+
+    def makefile(self, mode: str = "rb") -> BufferedIOBase:
+        return io.BufferedReader(_TlsReader(self._tls), BLOCK)
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+class _TlsReader(io.RawIOBase):
+    def __init__(self, tls: Any) -> None:
+        self._tls = tls
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if not len(buffer):
+            return 0
+        try:
+            return int(self._tls.read(len(buffer), buffer))
+        except _ssl.SSLEOFError:  # the server closed the connection without TLS's close_notify
+            return 0
+
+
+class _Socket(_socket.socket):
+    """``_socket.socket`` that ``_ssl`` can refer to (it keeps a weak reference; the C type takes none)."""
+
+    __slots__ = ("__weakref__",)
+
+
+def _connect(host: bytes, port: int, timeout: float) -> _socket.socket:
+    """A TCP connection to the first address of ``host`` that takes it (``socket.create_connection``'s way)."""
+    error: OSError | None = None
+    for family, kind, proto, _, address in _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM):
+        sock = _Socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(address)
+        except OSError as err:
+            sock.close()
+            error = err
+            continue
+        return sock
+    raise error if error is not None else OSError(f"no address for {host.decode('ascii', 'replace')}")
+
+
 class Connection:
     """An open socket (TLS or plain) and the buffered reader of its answers."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket | _TlsStream) -> None:
         self.sock = sock
         self.file: BufferedIOBase = sock.makefile("rb")
 
@@ -378,23 +510,34 @@ class KubeClient:
             self._conn.close()
             self._conn = None
 
-    def _open(self) -> socket.socket:
+    def _open(self) -> socket.socket | _TlsStream:
         """A new connection to the API server (TLS when configured), ``connect_timeout`` bounding each step.
 
-        The host goes to the resolver and to TLS as bytes, which skips
-        Python's ``idna`` codec for an ASCII name.
+        The host goes to the resolver as bytes, which skips Python's
+        ``idna`` codec for an ASCII name.
         """
         name = self.config.host
         host = name.encode("ascii") if name.isascii() else name.encode("idna")
-        # getaddrinfo takes bytes too (typeshed says str only).
+        if self._context is None:  # plain HTTP: tests, a local proxy
+            import socket
+
+            # getaddrinfo takes bytes too (typeshed says str only).
+            return socket.create_connection((host, self.config.port), timeout=self.connect_timeout)  # type: ignore[arg-type]
+        if isinstance(self._context, _TlsContext):
+            raw = _connect(host, self.config.port, self.connect_timeout)
+            try:
+                return self._context.wrap_socket(raw, server_hostname=host.decode("ascii"))
+            except BaseException:
+                raw.close()
+                raise
+        import socket
+
         sock = socket.create_connection((host, self.config.port), timeout=self.connect_timeout)  # type: ignore[arg-type]
         try:
-            if self._context is not None:
-                sock = self._context.wrap_socket(sock, server_hostname=host)
+            return self._context.wrap_socket(sock, server_hostname=host)
         except BaseException:
             sock.close()
             raise
-        return sock
 
     def _request_bytes(self, method: str, target: str, body: bytes | None, content_type: str) -> bytes:
         headers = {"Host": self.config.authority, "Accept": "application/json", "User-Agent": USER_AGENT}

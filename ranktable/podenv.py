@@ -10,7 +10,6 @@ pod the fallbacks below apply. Pure stdlib, so it lives in the lowest layer.
 from __future__ import annotations
 
 import os
-import socket
 
 TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
 if TYPE_CHECKING:
@@ -26,7 +25,12 @@ SERVICE_ACCOUNT_NAMESPACE: Final = "/var/run/secrets/kubernetes.io/serviceaccoun
 
 def pod_name(explicit: str | None = None) -> str:
     """``explicit``, else ``$POD_NAME``, else ``$HOSTNAME``, else the host name (empty values skipped)."""
-    return explicit or os.environ.get(POD_NAME_ENV) or os.environ.get("HOSTNAME") or socket.gethostname()
+    name = explicit or os.environ.get(POD_NAME_ENV) or os.environ.get("HOSTNAME")
+    if name:
+        return name
+    import socket  # only without $POD_NAME and $HOSTNAME (the launcher's TLS needs no socket module)
+
+    return socket.gethostname()
 
 
 def pod_namespace(explicit: str | None = None) -> str | None:

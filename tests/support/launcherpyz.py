@@ -26,3 +26,9 @@ def build(out: Path) -> Path:
     """Write the pyz to ``out`` and return ``out``."""
     builder().build(out)
     return out
+
+
+#: What a launcher start must not import (issue 24: the launcher's CPU at start is the job's
+#: discovery overhead when a job's containers start together): the measured costs on the dev
+#: node are in ranktable/records.py, ranktable/launchopts.py, ranktable/stored.py and ranktable/kubeapi.py.
+HEAVY = ("argparse", "dataclasses", "inspect", "typing", "tempfile", "hashlib", "random", "gzip", "shlex")

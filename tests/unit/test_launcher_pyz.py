@@ -30,6 +30,7 @@ from ranktable.tfconfig import tf_config
 from ranktable.wait import FileSource, observation_from_configmap
 from tests.support import launcherpyz
 from tests.support.kubeletdir import KubeletDir
+from tests.support.launcherpyz import HEAVY
 from tests.support.specs import make_spec
 
 POD = "job-worker-1"
@@ -315,10 +316,6 @@ def test_file_source_sees_a_kubelet_swap_without_waiting_for_the_poll_interval(
     assert len(seen) == 2  # one read at start, one for the swap: no reads in between
 
 
-#: What a launcher start must not import (issue 24: the launcher's CPU at start is the job's
-#: discovery overhead when a job's containers start together): the measured costs on the dev
-#: node are in ranktable/records.py, ranktable/launchopts.py and ranktable/stored.py.
-HEAVY = ("argparse", "dataclasses", "inspect", "typing", "tempfile", "hashlib", "random", "gzip", "shlex")
 #: File mode needs no TLS client at all.
 API_CLIENT = ("ssl", "ranktable.kubeapi", "ranktable.earlyreg")
 
