@@ -90,7 +90,6 @@ from ranktable.clusterspec import (
     STATUSES,
     ClusterSpec,
     Member,
-    Status,
     role_for_task,
     spec_to_json,
 )
@@ -105,7 +104,7 @@ from ranktable.stored import Stored, TooLarge, pack
 #: be written (an invalid workload, a spec over the size limit, a foreign or
 #: taken ConfigMap). The ``status`` label of ``ringcontroller_jobs``; the
 #: daemon and ``kubectl ring`` both use these names.
-JobStatus = Literal[Status, "invalid"]
+JobStatus = Literal["initializing", "completed", "invalid"]  # Status's values, and "invalid"
 STATUS_INVALID: Final[JobStatus] = "invalid"
 #: Every :data:`JobStatus`, in a fixed order.
 JOB_STATUSES: Final[tuple[JobStatus, ...]] = (*STATUSES, STATUS_INVALID)

@@ -20,8 +20,11 @@ code runs in the daemon and, packed into one file (``dist/ring-launch.pyz``,
   hostfiles) for one member, pure; :mod:`ranktable.exports` puts them
   together with the table users see; ``setup_tf_config()`` drop-in.
 * :mod:`ranktable.wait`, :mod:`ranktable.launcher`, :mod:`ranktable.apiwatch`
-  (over :mod:`ranktable.kubeapi` and :mod:`ranktable.kubeconfig`: ``http.client``
-  and ``ssl``), :mod:`ranktable.supervise`: ``ring-launch``, which waits for
+  (over :mod:`ranktable.kubeapi` and :mod:`ranktable.kubeconfig`: its own
+  HTTP/1.1 on ``_socket`` and ``_ssl``), :mod:`ranktable.supervise`: ``ring-launch``, which waits for
   the spec (file or API) and execs the trainer, or supervises it and restarts
-  it in place on a new epoch; :mod:`ranktable.exitcodes` its exit codes.
+  it in place on a new epoch; :mod:`ranktable.exitcodes` its exit codes;
+  :mod:`ranktable.records` the frozen records its classes are (``dataclasses``
+  without its import cost: a launcher's CPU at start is a job's discovery
+  overhead when its containers start together).
 """

@@ -4,7 +4,7 @@ A ConfigMap mounted as a volume reaches the container only when the kubelet
 next syncs the pod (up to a minute or two after the write). Reading the
 ConfigMap through the API server sees the controller's write at once, at the
 price of a service account that may read it. It runs on the standard library
-(:mod:`ranktable.kubeapi`, its own HTTP/1.1 over ``socket`` and ``ssl``; configuration from
+(:mod:`ranktable.kubeapi`, its own HTTP/1.1 and TLS over ``_socket`` and ``_ssl``; configuration from
 :mod:`ranktable.kubeconfig`), so the one-file launcher works in any image and
 a start costs no client package import.
 

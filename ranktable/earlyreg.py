@@ -12,7 +12,7 @@ So :func:`ranktable.pyzmain.run` calls :func:`start` first. It reads the
 command line without argparse (:func:`ranktable.launchopts.checked_scan`),
 loads the client configuration (:mod:`ranktable.kubeconfig`), opens the TLS
 connection and writes the PATCH (:meth:`ranktable.kubeapi.KubeClient.send_first`),
-all on ``os``, ``socket``, ``ssl``, ``json`` and ``ipaddress``, and returns
+all on ``os``, ``_socket``, ``_ssl``, ``json`` and ``ipaddress``, and returns
 an :class:`Early` without waiting for the answer. The launcher then loads
 itself while the API server works; :func:`ranktable.launcher.main` reads the
 answer (:meth:`Early.answer`), says what it said before (registered, refused

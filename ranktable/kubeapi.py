@@ -1,4 +1,4 @@
-"""The launcher's HTTP to the API server, on ``socket`` and ``ssl`` alone.
+"""The launcher's HTTP to the API server, on ``_socket`` and ``_ssl`` (the C modules under ``socket``, ``ssl``).
 
 :class:`KubeClient` sends GET requests (and the launcher's one merge PATCH)
 for one :class:`~ranktable.kubeconfig.ClientConfig` over one kept-alive
@@ -33,7 +33,7 @@ the answer and keeps the connection for the list and watch that follow.
 
 Errors, so the loop can tell them apart: :class:`ApiStatusError` for an
 HTTP status other than 200 (``status``, ``reason`` and the ``Status``
-message the server sent), ``OSError`` for transport trouble (``ssl.SSLError``,
+message the server sent), ``OSError`` for transport trouble (``_ssl.SSLError``,
 timeouts, a connection closed early, and :class:`HttpProtocolError` for an
 answer this reader cannot frame), and
 :class:`~ranktable.kubeconfig.ApiConfigError` from the configuration.
@@ -103,7 +103,14 @@ def query_string(query: dict[str, str]) -> str:
 
 
 def request_head(method: str, target: str, headers: dict[str, str]) -> bytes:
-    """The request line and ``headers`` of an HTTP/1.1 request, up to and with the empty line."""
+    """The request line and ``headers`` of an HTTP/1.1 request, up to and with the empty line.
+
+    ValueError for a line break in the target or a header (a token file
+    with one inside would otherwise add a header of its own).
+    """
+    for text in (target, *headers, *headers.values()):
+        if "\r" in text or "\n" in text:
+            raise ValueError(f"a line break in the request's {'target' if text == target else 'headers'}")
     lines = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
     return f"{method} {target} HTTP/1.1\r\n{lines}\r\n".encode("latin-1")
 
@@ -317,7 +324,7 @@ class _TlsContext:
             make = _ssl._SSLContext
             context = make(_ssl.PROTOCOL_TLS_CLIENT)
             wrap = getattr(context, "_wrap_socket")  # noqa: B009 - private (not in the type stubs): checked here
-        except (AttributeError, TypeError) as err:
+        except (AttributeError, TypeError, OSError, ValueError) as err:  # OSError: _ssl.SSLError (a FIPS build...)
             raise _Unavailable(str(err)) from None
         try:
             if config.insecure:
@@ -333,9 +340,11 @@ class _TlsContext:
             if context.verify_mode != _ssl.CERT_REQUIRED or not context.check_hostname:
                 raise _Unavailable("the C context does not verify by default")
             if sys.version_info >= (3, 13):
-                context.verify_flags |= getattr(_ssl, "VERIFY_X509_STRICT", 0) | getattr(
-                    _ssl, "VERIFY_X509_PARTIAL_CHAIN", 0
-                )
+                strict = getattr(_ssl, "VERIFY_X509_STRICT", 0) | getattr(_ssl, "VERIFY_X509_PARTIAL_CHAIN", 0)
+                try:
+                    context.verify_flags |= strict
+                except (OSError, ValueError) as err:
+                    raise _Unavailable(str(err)) from None
         self._context = context
         self._wrap: Any = wrap
 
@@ -450,7 +459,7 @@ class KubeClient:
         """Connect and send :meth:`patch_merge`'s request, without waiting for its answer.
 
         Only as the client's first request; :meth:`answer_first` reads the
-        answer and keeps the connection. Raises OSError (``ssl.SSLError``
+        answer and keeps the connection. Raises OSError (``_ssl.SSLError``
         included) when it cannot connect or send, :class:`ApiConfigError`
         when the token file cannot be read.
         """
@@ -518,11 +527,12 @@ class KubeClient:
         """
         name = self.config.host
         host = name.encode("ascii") if name.isascii() else name.encode("idna")
+        address = (host, self.config.port)
         if self._context is None:  # plain HTTP: tests, a local proxy
             import socket
 
             # getaddrinfo takes bytes too (typeshed says str only).
-            return socket.create_connection((host, self.config.port), timeout=self.connect_timeout)  # type: ignore[arg-type]
+            return socket.create_connection(address, timeout=self.connect_timeout)  # type: ignore[arg-type]
         if isinstance(self._context, _TlsContext):
             raw = _connect(host, self.config.port, self.connect_timeout)
             try:
@@ -532,7 +542,7 @@ class KubeClient:
                 raise
         import socket
 
-        sock = socket.create_connection((host, self.config.port), timeout=self.connect_timeout)  # type: ignore[arg-type]
+        sock = socket.create_connection(address, timeout=self.connect_timeout)  # type: ignore[arg-type]
         try:
             return self._context.wrap_socket(sock, server_hostname=host)
         except BaseException:

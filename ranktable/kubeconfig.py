@@ -67,9 +67,9 @@ class ClientConfig:
     ``token`` is a fixed bearer token; ``cert``/``key`` are PEM bytes of a
     client certificate. ``where`` says where all this came from, for messages.
 
-    A NamedTuple rather than a dataclass: ``dataclasses`` loads ``inspect``,
-    which the one-file launcher's early registration (:mod:`ranktable.earlyreg`)
-    would pay for before its PATCH.
+    A :func:`~ranktable.records.record`, not a dataclass: ``dataclasses``
+    loads ``inspect``, which the one-file launcher's early registration
+    (:mod:`ranktable.earlyreg`) would pay for before its PATCH.
     """
 
     host: str

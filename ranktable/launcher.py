@@ -39,7 +39,11 @@ packs :mod:`ranktable` into one file, ``dist/ring-launch.pyz``
 (:mod:`ranktable.pyzmain` is its entry), which any image with a python3 runs
 as ``python3 ring-launch.pyz -- CMD``; the package's ``ring-launch`` console
 script runs this same module. ``--from-api`` loads :mod:`ranktable.apiwatch`
-(``http.client``, ``ssl``) only when used, which keeps a file-mode start fast.
+(its own HTTP/1.1 on ``_socket`` and ``_ssl``) only when used, which keeps a
+file-mode start fast. A start loads no ``argparse`` for a plain command line
+(:func:`ranktable.launchopts.parsed_without_argparse`), no ``dataclasses`` or
+``typing`` (:mod:`ranktable.records`), no ``tempfile``: the modules
+tests/support/launcherpyz.py ``HEAVY`` names.
 ``--install DIR`` (the pyz only) copies the running file into ``DIR``,
 verified and atomically, for an init container.
 

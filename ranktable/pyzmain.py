@@ -63,7 +63,10 @@ def run():  # type: () -> None
         except Exception:  # noqa: BLE001 - damaged: the import below says so
             pass
         else:
-            early = earlyreg.start(argv)  # --register: the PATCH goes out before the rest loads
+            try:
+                early = earlyreg.start(argv)  # --register: the PATCH goes out before the rest loads
+            except Exception:  # noqa: BLE001 - anything unforeseen: main registers the ordinary way and says why
+                early = None
     try:
         from ranktable.launcher import main
     except Exception as err:  # noqa: BLE001 - any failure to load our own modules means a damaged file

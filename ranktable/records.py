@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FrozenInstanceError", "field", "fields", "record", "replace"]
 
-#: The attribute a record class keeps its field table in: ((name, compared, has default, default), ...).
+#: The attribute a record class keeps its field table in: ((name, compared, default or _NO_DEFAULT), ...).
 _FIELDS = "__record_fields__"
 _NO_DEFAULT = object()
 
@@ -76,7 +76,8 @@ def _record(cls: type) -> type:
     table = []
     seen_default = False
     for name, annotation in cls.__dict__.get("__annotations__", {}).items():
-        if str(annotation).startswith(("ClassVar", "typing.ClassVar", "Final", "typing.Final")):
+        kind = str(annotation).split("[", 1)[0].strip()
+        if kind in ("ClassVar", "typing.ClassVar", "Final", "typing.Final"):
             raise TypeError(f"{cls.__name__}.{name}: ClassVar and Final are not fields of a record")
         value = cls.__dict__.get(name, _NO_DEFAULT)
         compare = True
@@ -111,8 +112,10 @@ def _record(cls: type) -> type:
     )
     scope: dict[str, Any] = {"_set": object.__setattr__, **defaults}
     exec(compile(source, f"<record {cls.__name__}>", "exec"), scope)
+    for generated in ("__init__", "__eq__", "__hash__"):
+        scope[generated].__qualname__ = f"{cls.__qualname__}.{generated}"
+        scope[generated].__module__ = cls.__module__
     init = scope["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
 
     def __repr__(self: object) -> str:
         inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)

@@ -109,7 +109,7 @@ class _WatchFailed:
     error: BaseException
 
 
-# typing.Union, not `|`: evaluated at import, and the launcher runs on Python 3.9.
+# For type checkers only (typing is not loaded at run time); Union, not `|`, as the launcher runs on Python 3.9.
 if TYPE_CHECKING:
     _Event = Union[_Verdict, _Exited, _Signal, _WatchFailed]
 

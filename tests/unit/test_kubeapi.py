@@ -25,6 +25,7 @@ from ranktable.kubeapi import (
     ServerClosedError,
     query_string,
     quote,
+    request_head,
 )
 from ranktable.kubeconfig import ClientConfig
 
@@ -332,3 +333,17 @@ def test_the_first_request_in_two_steps_keeps_its_connection_for_the_next(client
         assert len(wire.ends) == 1
     finally:
         wire.close()
+
+
+@pytest.mark.parametrize(
+    ("target", "headers"),
+    [
+        pytest.param("/api\r\nX-Evil: 1", {}, id="target"),
+        pytest.param("/api", {"Authorization": "Bearer abc\r\nX-Evil: 1"}, id="header-value"),
+        pytest.param("/api", {"X-A\nB": "v"}, id="header-name"),
+    ],
+)
+def test_a_line_break_never_reaches_the_request(target: str, headers: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="a line break in the request"):
+        request_head("GET", target, headers)
+    assert request_head("GET", "/api", {"Host": "h"}) == b"GET /api HTTP/1.1\r\nHost: h\r\n\r\n"

@@ -1,9 +1,9 @@
 """The launcher's TLS without the ``ssl`` module (:class:`ranktable.kubeapi._TlsContext`), against a local TLS server.
 
 The server is the ``ssl`` module's, on 127.0.0.1, with the test certificate
-in tests/unit/data/tls (a CA and a server certificate for ``localhost``
-only, P-256, valid for a century); ``other-ca.crt`` is a CA that did not
-sign it. Each test names one rule the client must keep: verify the chain,
+in tests/unit/data/tls (a CA, a server certificate for ``localhost``
+only and one for ``other.example`` only, P-256, valid for a century);
+``other-ca.crt`` is a CA that signed neither. Each test names one rule the client must keep: verify the chain,
 check the host name, read a body that ends with the connection (with or
 without TLS's close_notify), and fall back to ``ssl`` where ``_ssl`` lacks
 what it uses. Against the real API server: tests/integration/test_launcher_api.py.
@@ -29,11 +29,11 @@ TLS = Path(__file__).parent / "data" / "tls"
 class Server:
     """Answers each TLS connection's first request with ``answer``, then closes (``close_notify`` unless ``ragged``)."""
 
-    def __init__(self, answer: bytes, *, ragged: bool = False) -> None:
+    def __init__(self, answer: bytes, *, ragged: bool = False, cert: str = "server") -> None:
         self.answer = answer
         self.ragged = ragged
         self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.context.load_cert_chain(TLS / "server.crt", TLS / "server.key")
+        self.context.load_cert_chain(TLS / f"{cert}.crt", TLS / f"{cert}.key")
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.requests: list[bytes] = []
@@ -97,6 +97,15 @@ def test_a_name_the_certificate_does_not_carry_is_refused(server: Server) -> Non
     )  # the certificate names localhost only
     with pytest.raises(ssl.SSLCertVerificationError, match="IP address mismatch"):
         client.get_json("/version", {}, timeout=5)
+
+
+def test_a_certificate_for_another_host_name_is_refused() -> None:
+    s = Server(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", cert="other-name")  # names other.example only
+    try:
+        with pytest.raises(ssl.SSLCertVerificationError, match="Hostname mismatch"):
+            KubeClient(config(s.port), connect_timeout=5).get_json("/version", {}, timeout=5)
+    finally:
+        s.close()
 
 
 def test_insecure_skips_verification(server: Server) -> None:

@@ -9,6 +9,7 @@ import os
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -223,14 +224,14 @@ def test_an_unwritable_tmpdir_leaves_rank_table_file_unset_with_a_warning(
     KubeletDir(volume).publish(dict(pack(files, limit=1000).binary_data))
     read_only = tmp_path / "a-file"  # stands for /tmp on a read-only root: nothing can be created under it
     read_only.write_text("")
-    monkeypatch.setenv("TMPDIR", str(read_only))
+    monkeypatch.setattr(stored, "temp_dir", lambda: str(read_only))
     monkeypatch.delenv("RING_RANK_TABLE_DIR", raising=False)
     argv = ["--config-dir", str(volume), "--pod", "job-worker-1", "--hostfile-dir", str(tmp_path / "h")]
     assert launcher.main([*argv, "--timeout", "5", "--print", "json"]) == 0
     out, err = capsys.readouterr()
     assert "RANK_TABLE_FILE" not in json.loads(out) and json.loads(out)["RANK"] == "1"
     assert "warning: cannot write the rank table" in err and "RANK_TABLE_FILE is not set" in err
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(stored, "temp_dir", lambda: str(tmp_path))
     assert launcher.main([*argv, "--timeout", "5", "--print", "json"]) == 0
     assert Path(json.loads(capsys.readouterr().out)["RANK_TABLE_FILE"]).read_text() == files["hccl.json"]
 
@@ -303,18 +304,22 @@ def test_kubectl_ring_describe_names_the_compressed_form_and_its_sizes() -> None
     assert _stored_note(None) == ""
 
 
-def test_temp_dir_takes_tmpdir_as_given_and_otherwise_the_first_usable_candidate(
+def test_temp_dir_is_the_first_usable_candidate_in_tempfiles_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "not-there"))
-    assert temp_dir() == str(tmp_path / "not-there")  # an explicit TMPDIR is never passed over
-    monkeypatch.delenv("TMPDIR")
     (tmp_path / "a-file").write_text("")
     (tmp_path / "usable").mkdir()
+    (tmp_path / "second").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "not-there"))
     monkeypatch.setenv("TEMP", str(tmp_path / "a-file"))
     monkeypatch.setenv("TMP", str(tmp_path / "usable"))
-    assert temp_dir() == str(tmp_path / "usable")
-    monkeypatch.delenv("TMP")
+    monkeypatch.setattr(tempfile, "tempdir", None)  # tempfile's cached choice: computed again below
+    assert temp_dir() == str(tmp_path / "usable") == tempfile.gettempdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "second"))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    assert temp_dir() == str(tmp_path / "second") == tempfile.gettempdir()
+    for name in ("TMPDIR", "TEMP", "TMP"):
+        monkeypatch.delenv(name)
     assert temp_dir() == "/tmp"
 
 
