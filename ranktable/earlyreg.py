@@ -9,7 +9,7 @@ framework modules, none of which the PATCH needs. Eight launchers starting
 at once on a two-core node pay that eight times over.
 
 So :func:`ranktable.pyzmain.run` calls :func:`start` first. It reads the
-command line without argparse (:func:`ranktable.launchopts.checked_scan`),
+command line without argparse (:func:`ranktable.launchopts.parsed_without_argparse`),
 loads the client configuration (:mod:`ranktable.kubeconfig`), opens the TLS
 connection and writes the PATCH (:meth:`ranktable.kubeapi.KubeClient.send_first`),
 all on ``os``, ``_socket``, ``_ssl``, ``json`` and ``ipaddress``, and returns
@@ -61,23 +61,18 @@ class Early:
 
 def start(argv: list[str], *, started: float | None = None) -> Early | None:
     """Send this launcher's registration now if ``argv`` asks for it and nothing stands in the way (see above)."""
-    options = launchopts.checked_scan(argv)
-    if options is None or "--install" in options or not options.get("--from-api"):
+    args = launchopts.parsed_without_argparse(argv)  # what main will read (argparse agrees, or this is None)
+    if args is None or args.install is not None or not args.from_api:
         return None
-    if not launchopts.register_requested(bool(options.get("--register"))):
+    if not launchopts.register_requested(args.register):
         return None
-
-    def given(name: str) -> str | None:
-        value = options.get(name)
-        return value if isinstance(value, str) and value else None
-
-    namespace = pod_namespace(given("--namespace"))
-    configmap = given("--configmap") or os.environ.get(launchopts.CONFIGMAP_ENV) or os.environ.get(launchopts.JOB_ENV)
+    namespace = pod_namespace(args.namespace or None)
+    configmap = args.configmap or os.environ.get(launchopts.CONFIGMAP_ENV) or os.environ.get(launchopts.JOB_ENV)
     ip = os.environ.get(POD_IP_ENV, "")
     if not namespace or not configmap or not ip:
         return None
-    pod = pod_name(given("--pod"))
-    kubeconfig = given("--kubeconfig")
+    pod = pod_name(args.pod or None)
+    kubeconfig = args.kubeconfig or None
     try:
         body = registration_patch(ip=ip, started=started_text(time.time() if started is None else started))
         path = pod_path(namespace, pod)

@@ -6,8 +6,9 @@ waits. The one-file launcher's early registration (:mod:`ranktable.earlyreg`)
 must decide whether ``main`` would get as far as registering *before*
 argparse and the rest of the launcher are loaded: :func:`scan` reads the
 command line when every option in it is spelled out in full (``--opt VALUE``
-or ``--opt=VALUE``), and the same :func:`check_options` then says whether
-``main`` would stop with a usage error. Anything :func:`scan` does not read
+or ``--opt=VALUE``), :func:`parsed_without_argparse` converts it as argparse
+would, and the same :func:`check_options` then says whether ``main`` would
+stop with a usage error. Anything :func:`scan` does not read
 exactly (an abbreviation, ``-h``, an unknown option, a value that looks like
 an option) makes it answer None, and ``main`` alone decides, as always.
 
@@ -156,34 +157,6 @@ def scan(argv: Sequence[str]) -> tuple[Scanned, list[str]] | None:
     return options, command
 
 
-def checked_scan(argv: Sequence[str]) -> Scanned | None:
-    """:func:`scan`'s options, or None also when ``main`` would stop with a usage error before it waits.
-
-    Values are converted as argparse converts them (``float``, ``int``,
-    the ``--print`` choices); a value argparse would refuse gives None.
-    """
-    scanned = scan(argv)
-    if scanned is None:
-        return None
-    options, command = scanned
-    given = {name: str(value) for name, value in options.items() if name in VALUED}
-    try:
-        if given.get("--print", PRINT_CHOICES[0]) not in PRINT_CHOICES:
-            return None
-        check_options(
-            command=command,
-            print_as=given.get("--print"),
-            supervise=bool(options.get("--supervise")),
-            timeout=float(given["--timeout"]) if "--timeout" in given else None,
-            poll_interval=float(given["--poll-interval"]) if "--poll-interval" in given else None,
-            grace_period=float(given["--grace-period"]) if "--grace-period" in given else None,
-            max_restarts=int(given["--max-restarts"]) if "--max-restarts" in given else None,
-        )
-    except ValueError:  # UsageError, or a number argparse would refuse
-        return None
-    return options
-
-
 #: What ``ring-launch``'s parser gives an option not on the command line (its
 #: ``dest`` -> default); the launcher's parser uses the same values.
 PARSED_DEFAULTS: dict[str, object] = {
@@ -211,15 +184,27 @@ def parsed_without_argparse(argv: Sequence[str]) -> SimpleNamespace | None:
 
     For the plain command line of a container (every option spelled out,
     no usage error): ``main`` then neither imports ``argparse`` nor builds
-    its parser, about 5 ms of CPU of the launcher's start on the dev node.
-    None for anything :func:`checked_scan` does not read exactly; ``main``
-    hands that to argparse, as always.
+    its parser, about 5 ms of CPU of the launcher's start on the dev node,
+    and the early registration reads the same answer before the rest of
+    the launcher is loaded. None for anything :func:`scan` does not read
+    exactly, for a value argparse would refuse (a number that is not one, a
+    ``--print`` choice it does not offer) and for a line on which ``main``
+    would stop with a usage error (:func:`check_parsed`); ``main`` hands
+    those to argparse, as always.
     """
-    options = checked_scan(argv)
-    if options is None:
+    scanned = scan(argv)
+    if scanned is None:
+        return None
+    options, command = scanned
+    if options.get("--print", PRINT_CHOICES[0]) not in PRINT_CHOICES:
         return None
     values = dict(PARSED_DEFAULTS)
-    for name, value in options.items():
-        dest = "print_as" if name == "--print" else name[2:].replace("-", "_")
-        values[dest] = _CONVERT[name](value) if name in _CONVERT else value
-    return SimpleNamespace(**values)
+    try:
+        for name, value in options.items():
+            dest = "print_as" if name == "--print" else name[2:].replace("-", "_")
+            values[dest] = _CONVERT[name](value) if name in _CONVERT else value
+        parsed = SimpleNamespace(**values)
+        check_parsed(parsed, command)
+    except ValueError:  # UsageError, or a number argparse would refuse
+        return None
+    return parsed

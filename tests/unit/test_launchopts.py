@@ -31,8 +31,9 @@ def test_the_scanner_knows_exactly_the_parsers_options() -> None:
     ],
 )
 def test_what_the_scanner_reads_argparse_reads_the_same(argv: list[str]) -> None:
-    scanned = launchopts.checked_scan(argv)
-    assert scanned is not None
+    read = launchopts.scan(argv)
+    assert read is not None
+    scanned = read[0]
     parsed = launch_options(argv)
     for name, value in scanned.items():
         got = getattr(parsed, {"--print": "print_as"}.get(name, name[2:].replace("-", "_")))
@@ -94,7 +95,7 @@ def test_a_usage_error_of_main_sends_nothing_early(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     assert launchopts.scan(argv) is not None
-    assert launchopts.checked_scan(argv) is None
+    assert launchopts.parsed_without_argparse(argv) is None
     with pytest.raises((SystemExit, ValueError, launchopts.UsageError)):
         args = launch_options(argv)  # argparse refuses it, or main's own rules do
         launchopts.check_parsed(args, argv[argv.index("--") + 1 :] if "--" in argv else [])
