@@ -2,7 +2,7 @@
 
 The daemon's informers (:mod:`ringcontroller.reflector`), its API discovery
 (:mod:`ringcontroller.controller`) and the launcher's API watch
-(:mod:`ranktable.apiwatch`) all retry with :class:`Backoff`; each names its
+(:mod:`ranktable.launch.apiwatch`) all retry with :class:`Backoff`; each names its
 own figures next to the loop, here are only the schedule and client-go's
 reflector defaults. It lives in the lowest layer so that the launcher, which
 may import nothing above :mod:`ranktable`, shares it. Pure stdlib.

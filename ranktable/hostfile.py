@@ -15,7 +15,7 @@ default 1); members sharing an IP (``hostNetwork`` pods on one node) are one
 line with their slots added, since MPI counts slots per host.
 
 :func:`hostfile_env` names the files for the launcher, which writes them
-(:mod:`ranktable.launcher`); everything here is pure.
+(:mod:`ranktable.launch.launcher`); everything here is pure.
 """
 
 from __future__ import annotations

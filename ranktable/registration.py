@@ -12,8 +12,8 @@ the pod IP (about a second later). The value is small JSON::
 downward API gives the container, ``status.podIP``); ``started`` the wall
 clock when the launcher started, for the benchmarks' stage timestamps.
 Standard library only, Python 3.9 syntax: the one-file launcher carries it,
-and loads it (with :mod:`ranktable.kubeapi`) before the rest of itself to
-send the registration early (:mod:`ranktable.earlyreg`), so it imports
+and loads it (with :mod:`ranktable.launch.kubeapi`) before the rest of itself to
+send the registration early (:mod:`ranktable.launch.earlyreg`), so it imports
 nothing heavier than ``json`` and ``ipaddress``.
 """
 

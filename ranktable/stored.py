@@ -18,7 +18,7 @@ exactly one of them:
 Atomic per epoch: both files of an epoch travel in one ConfigMap write (a
 ``PUT`` of the whole object), whatever the form, and a reader takes both from
 one version: the API returns one object, and a mounted volume is read through
-one resolution of the kubelet's ``..data`` link (see :mod:`ranktable.wait`).
+one resolution of the kubelet's ``..data`` link (see :mod:`ranktable.launch.wait`).
 The form is decided per version (all files plain, or all compressed), so a
 reader never combines a plain file of one epoch with a compressed one of
 another: when ``cluster.json.gz`` is present the plain keys are ignored.

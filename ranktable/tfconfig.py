@@ -28,7 +28,7 @@ We derive it from the spec, never from DNS:
 :func:`setup_tf_config` is the drop-in for scripts that called the seed
 runtime's DNS-probing ``setup_tf_config()`` before ``import tensorflow``: it
 waits for the spec with the launcher's own waiting code
-(:mod:`ranktable.wait`) and sets ``TF_CONFIG``. It never imports TensorFlow.
+(:mod:`ranktable.launch.wait`) and sets ``TF_CONFIG``. It never imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -86,11 +86,11 @@ def setup_tf_config(
     ``$RING_TIMEOUT`` or 600; ``pod`` to ``$POD_NAME``, then ``$HOSTNAME``.
     ``$POD_UID``/``$POD_IP``, when set, must match the member (a spec written
     for an earlier pod of the same name is waited out). Progress goes to
-    stderr. Raises :class:`~ranktable.wait.WaitTimeout` on timeout,
+    stderr. Raises :class:`~ranktable.launch.wait.WaitTimeout` on timeout,
     :class:`~ranktable.clusterspec.PodNotInSpec` if the completed spec never
     listed this pod, :class:`SpecError` for a malformed spec.
     """
-    from ranktable import wait
+    from ranktable.launch import wait
 
     source = wait.FileSource(config_dir or wait.default_config_dir())
     identity = wait.identity_from_env(pod)

@@ -6,14 +6,14 @@
 A zipapp (``#!/usr/bin/env python3``, then a zip): the ``ranktable`` package's
 modules (what ``ring-launch`` imports, and nothing above that layer: an
 import-linter contract keeps ``ranktable`` on the standard library) and a
-``__main__.py`` that calls :func:`ranktable.pyzmain.run`. Reproducible: the
+``__main__.py`` that calls :func:`ranktable.launch.pyzmain.run`. Reproducible: the
 members are sorted and stamped with a fixed time, so the same sources give
 the same bytes (and the same sha256 in ``--install``'s line).
 
 Bytecode: zipimport cannot cache compiled modules, so a sources-only file
 compiles all of them at every start (about 30 ms of CPU here). The archive
 therefore also holds each module compiled by the Python that builds it
-(``ranktable/NAME.pyc``, unchecked hash-based: no timestamps). That Python's
+(``ranktable/NAME.pyc``, ``ranktable/launch/NAME.pyc``, unchecked hash-based: no timestamps). That Python's
 minor version (3.11, the controller image's and bookworm's) uses them; any
 other finds a foreign magic number and zipimport falls back to the source.
 Prints the path, size, sha256 and the bytecode's Python version.
@@ -34,8 +34,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "ranktable"
 SHEBANG = b"#!/usr/bin/env python3\n"
-MAIN = b"""# ring-launch, the one-file launcher (build/launcher/pyz.py). See ranktable/pyzmain.py.
-from ranktable.pyzmain import run
+MAIN = b"""# ring-launch, the one-file launcher (build/launcher/pyz.py). See ranktable/launch/pyzmain.py.
+from ranktable.launch.pyzmain import run
 
 run()
 """
@@ -44,13 +44,13 @@ STAMP = (1980, 1, 1, 0, 0, 0)
 
 
 def members(repo: Path = REPO) -> list[tuple[str, bytes]]:
-    """The archive's (name, bytes), sorted: ``__main__.py``, every ``ranktable/*.py`` and its ``.pyc``."""
+    """The archive's (name, bytes), sorted: ``__main__.py``, every ``ranktable/**/*.py`` and its ``.pyc``."""
     files = [("__main__.py", MAIN)]
     with tempfile.TemporaryDirectory() as tmp:
-        for path in sorted((repo / PACKAGE).glob("*.py")):
-            name = f"{PACKAGE}/{path.name}"
+        for path in sorted((repo / PACKAGE).rglob("*.py")):
+            name = path.relative_to(repo).as_posix()
             files.append((name, path.read_bytes()))
-            cfile = os.path.join(tmp, path.name + "c")
+            cfile = os.path.join(tmp, name.replace("/", "_") + "c")
             py_compile.compile(
                 str(path),
                 cfile=cfile,

@@ -10,8 +10,8 @@ on them:
   :func:`model.serving.serving_workload`, the kinds' records;
 - which slots count and why the others do not: :func:`agent.decide.explain`
   (the decision is :func:`agent.decide.decide`'s);
-- what ``ring-launch`` exports in a pod: :class:`ranktable.wait.Judge` and
-  :func:`ranktable.launcher.launch_env` on the ConfigMap's files, with the
+- what ``ring-launch`` exports in a pod: :class:`ranktable.launch.wait.Judge` and
+  :func:`ranktable.launch.launcher.launch_env` on the ConfigMap's files, with the
   options parsed from the pod's command by the launcher's own parser.
 
 Modules: :mod:`~ringcontroller.kubectl_ring.api` (the only one that talks

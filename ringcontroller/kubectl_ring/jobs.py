@@ -30,10 +30,10 @@ from model.serving import serving_workload
 from model.topology import RULE_SPEC, RankOrder, RankRule, node_path, rule_for
 from ranktable.clusterspec import CLUSTER_FILE, HCCL_FILE, ClusterSpec, SpecError, spec_from_json
 from ranktable.hccl import DEFAULT_CHOICE
-from ranktable.launcher import launch_env, launch_options
-from ranktable.pyzmain import PYZ_NAME
+from ranktable.launch.launcher import launch_env, launch_options
+from ranktable.launch.pyzfile import PYZ_NAME
+from ranktable.launch.wait import DEFAULT_CONFIG_DIR, Identity, Judge, Observation, Ready
 from ranktable.stored import RANK_TABLE_DIR_ENV, files_from_configmap
-from ranktable.wait import DEFAULT_CONFIG_DIR, Identity, Judge, Observation, Ready
 
 Json = dict[str, Any]
 

@@ -9,7 +9,7 @@ kubelet-style directory) and API mode (a ConfigMap on the real API server,
 the admin kubeconfig's client certificate). Per launcher: wall seconds from
 process start to exit (it exits right after it observed the spec and printed
 the variables) and CPU seconds (user + system, from ``wait4``'s rusage).
-"before" runs ``python -m ranktable.launcher`` from ``git archive REF``
+"before" runs ``python -m ranktable.launch.launcher`` from ``git archive REF``
 (default: where this branch left main) with this virtualenv's Python, as the
 console script did; "after" runs ``python3 -I -S dist/ring-launch.pyz``
 (built from the work tree).
@@ -59,8 +59,8 @@ from typing import Any
 import yaml
 
 from ranktable.clusterspec import REGISTERED_ANNOTATION, STATUS_INITIALIZING
-from ranktable.kubeapi import KubeClient
-from ranktable.kubeconfig import load_client_config
+from ranktable.launch.kubeapi import KubeClient
+from ranktable.launch.kubeconfig import load_client_config
 from tests.support import launcherpyz
 from tests.support.clients import REPO, K8s, devcluster_state_dir
 from tests.support.kubectlring import token_kubeconfig
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         volume.publish_spec(spec)
         put_spec(k8s, namespace, CM, spec)
         variants = {
-            "before": [sys.executable, "-m", "ranktable.launcher"],
+            "before": [sys.executable, "-m", "ranktable.launch.launcher"],
             "after": [sys.executable, "-I", "-S", str(pyz)],
         }
         env_of = {

@@ -66,8 +66,8 @@ from model.pod import pod_record
 from model.volcano import workload_record
 from ranktable.clusterspec import spec_from_json
 from ranktable.hccl import read_hccl
+from ranktable.launch.wait import Identity, Judge, Observation, Ready
 from ranktable.stored import binary_from_json, files_from_configmap
-from ranktable.wait import Identity, Judge, Observation, Ready
 from ringcontroller.kube import RestKubeAPI
 from ringdevcluster import ensure_up
 from ringdevcluster.kwok import PODS_PER_NODE
@@ -229,7 +229,7 @@ def _launch(raw: Json, s: superpod.Shape) -> Json:
         env = {**os.environ, "POD_NAME": spec.members[-1].pod, "RING_CONFIG_DIR": tmp, "TMPDIR": tmp}
         t0 = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "ranktable.launcher", "--timeout", "30", "--print", "json"],
+            [sys.executable, "-m", "ranktable.launch.launcher", "--timeout", "30", "--print", "json"],
             env=env,
             capture_output=True,
             text=True,

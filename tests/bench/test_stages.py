@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ranktable.clusterspec import spec_to_json
-from ranktable.wait import FileSource, Identity, wait_for_spec
+from ranktable.launch.wait import FileSource, Identity, wait_for_spec
 from tests.bench.stages import (
     CHAINS,
     klog_time,

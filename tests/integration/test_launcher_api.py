@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ranktable import exitcodes
 from ranktable.clusterspec import STATUS_INITIALIZING
+from ranktable.launch import exitcodes
 from ranktable.tfconfig import tf_config
 from tests.support import launcherpyz
 from tests.support.kubectlring import token_kubeconfig
@@ -98,11 +98,11 @@ def test_token_kubeconfig_watches_until_the_spec_completes(
     out, err = waiting.communicate(timeout=30)
     assert waiting.returncode == 0, err
     assert tf_config_of(out) == tf_config(spec, pod=POD)
-    # It listed and watched on ranktable.kubeapi's own HTTP and TLS (_ssl, not ssl): every module below
+    # It listed and watched on ranktable.launch.kubeapi's own HTTP and TLS (_ssl, not ssl): every module below
     # cost CPU at start (tests/unit/test_launcher_pyz.py HEAVY: the file mode's list).
     lines = [*said, *err.splitlines()]
     imported = {line.rpartition("|")[2].strip() for line in lines if line.startswith("import time:")}
-    assert {"ranktable.kubeapi", "_ssl"} <= imported
+    assert {"ranktable.launch.kubeapi", "_ssl"} <= imported
     heavy = {"http", "email", "urllib", "ssl", "socket", *HEAVY}
     assert sorted(name for name in imported if name.split(".")[0] in heavy) == []
     print(f"watch: spec written -> launcher exited in {time.monotonic() - started:.3f}s")

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from ranktable import exitcodes
 from ranktable.clusterspec import spec_to_json
 from ranktable.hccl import render_hccl
+from ranktable.launch import exitcodes
 from ranktable.stored import pack, plain_size
 from ranktable.tfconfig import tf_config
 from tests.support import launcherpyz, pythonroots

@@ -346,13 +346,13 @@ def test_without_the_grant_the_launcher_says_so_once_and_waits_for_the_kubelet(
     assert sum("self-registration refused" in line for line in [*said, *err.splitlines()]) == 1
 
 
-#: Runs :func:`ranktable.earlyreg.start` from the one-file launcher (argv[1]) as its entry does, says which
+#: Runs :func:`ranktable.launch.earlyreg.start` from the one-file launcher (argv[1]) as its entry does, says which
 #: heavy modules are loaded once the PATCH is sent, waits for the test's go, then reads the API server's answer.
 EARLY_PROBE = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from ranktable import earlyreg
-HEAVY = ("argparse", "dataclasses", "inspect", "http.client", "email", "ranktable.launcher", "ranktable.clusterspec")
+from ranktable.launch import earlyreg
+HEAVY = ("argparse", "dataclasses", "inspect", "http.client", "email", "ranktable.launch.launcher", "ranktable.clusterspec")
 early = earlyreg.start(sys.argv[2:])
 print(json.dumps({"sent": early is not None, "loaded": [m for m in HEAVY if m in sys.modules]}), flush=True)
 sys.stdin.readline()

@@ -29,9 +29,9 @@ import pytest
 from model.keys import CONFIGMAP_DATA_LIMIT
 from ranktable.clusterspec import spec_from_json
 from ranktable.hccl import read_hccl
-from ranktable.launcher import launch_env
+from ranktable.launch.launcher import launch_env
+from ranktable.launch.wait import FileSource, Ready
 from ranktable.stored import binary_from_json, files_from_configmap
-from ranktable.wait import FileSource, Ready
 from ringdevcluster import ensure_up
 from ringdevcluster.kwok import PODS_PER_NODE
 from tests.support import superpod
@@ -55,7 +55,7 @@ def _create_pods(k8s: Any, namespace: str, job: dict[str, Any]) -> None:
 def _launch(volume: Path, pod: str, tmp: Path) -> dict[str, str]:
     env = {**os.environ, "POD_NAME": pod, "RING_CONFIG_DIR": str(volume), "TMPDIR": str(tmp)}
     done = subprocess.run(
-        [sys.executable, "-m", "ranktable.launcher", "--timeout", "60", "--print", "json"],
+        [sys.executable, "-m", "ranktable.launch.launcher", "--timeout", "60", "--print", "json"],
         env=env,
         capture_output=True,
         text=True,

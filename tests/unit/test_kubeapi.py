@@ -1,8 +1,8 @@
-"""The launcher's own HTTP/1.1 (:mod:`ranktable.kubeapi`) on plain bytes.
+"""The launcher's own HTTP/1.1 (:mod:`ranktable.launch.kubeapi`) on plain bytes.
 
-The reader (:class:`~ranktable.kubeapi.Response`) reads answers from
+The reader (:class:`~ranktable.launch.kubeapi.Response`) reads answers from
 ``io.BytesIO`` or one end of a ``socket.socketpair``; the client
-(:class:`~ranktable.kubeapi.KubeClient`) gets socketpairs instead of TCP
+(:class:`~ranktable.launch.kubeapi.KubeClient`) gets socketpairs instead of TCP
 connections, their far ends holding the answers written before it asks.
 Against the real API server: tests/integration/test_launcher_api.py and
 test_self_register_policy.py.
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ranktable.kubeapi import (
+from ranktable.launch.kubeapi import (
     ApiStatusError,
     HttpProtocolError,
     KubeClient,
@@ -27,7 +27,7 @@ from ranktable.kubeapi import (
     quote,
     request_head,
 )
-from ranktable.kubeconfig import ClientConfig
+from ranktable.launch.kubeconfig import ClientConfig
 
 CONFIG = ClientConfig(host="api.example", port=6443, where="test", tls=False, token="sekret")
 

@@ -1,4 +1,4 @@
-"""The launcher's TLS without the ``ssl`` module (:class:`ranktable.kubeapi._TlsContext`), against a local TLS server.
+"""The launcher's TLS without the ``ssl`` module (:class:`ranktable.launch.kubeapi._TlsContext`), against a local TLS server.
 
 The server is the ``ssl`` module's, on 127.0.0.1, with the test certificate
 in tests/unit/data/tls (a CA, a server certificate for ``localhost``
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from ranktable import kubeapi
-from ranktable.kubeapi import KubeClient, tls_context
-from ranktable.kubeconfig import ClientConfig
+from ranktable.launch import kubeapi
+from ranktable.launch.kubeapi import KubeClient, tls_context
+from ranktable.launch.kubeconfig import ClientConfig
 
 TLS = Path(__file__).parent / "data" / "tls"
 

@@ -18,8 +18,8 @@ from agent.decide import COUNTS, SLOT_STATES, decide
 from model.configmap import configmap_body
 from model.pod import pod_record
 from model.volcano import workload_record
-from ranktable import launcher
 from ranktable.clusterspec import PodNotInSpec
+from ranktable.launch import launcher
 from ringcontroller.kubectl_ring import cli, render
 from ringcontroller.kubectl_ring.jobs import Snapshot, age, find, launch_setup, pod_env, views
 from tests.support.factories import jobset, pod_template, volcano_job, volcano_pod

@@ -24,8 +24,16 @@ import pytest
 import ranktable
 from ranktable.clusterspec import STATUS_INITIALIZING, ClusterSpec, PodNotInSpec, SpecError, spec_to_json
 from ranktable.hccl import render_hccl
+from ranktable.launch.wait import (
+    FileSource,
+    Identity,
+    Observation,
+    Ready,
+    WaitTimeout,
+    identity_from_env,
+    wait_for_spec,
+)
 from ranktable.tfconfig import setup_tf_config
-from ranktable.wait import FileSource, Identity, Observation, Ready, WaitTimeout, identity_from_env, wait_for_spec
 from tests.support.kubeletdir import KubeletDir
 from tests.support.specs import make_spec
 
@@ -251,7 +259,7 @@ def launcher(
     argv = [
         sys.executable,
         "-m",
-        "ranktable.launcher",
+        "ranktable.launch.launcher",
         "--config-dir",
         str(config_dir),
         "--poll-interval",
@@ -393,7 +401,8 @@ def test_launcher_tensorflow_rule_violation_exits_65(volume: KubeletDir) -> None
 )
 def test_launcher_usage_errors(tmp_path: Path, argv: list[str], code: int, fragment: str) -> None:
     result = run(
-        [sys.executable, "-m", "ranktable.launcher", "--config-dir", str(tmp_path), *argv], child_env(POD_NAME="p")
+        [sys.executable, "-m", "ranktable.launch.launcher", "--config-dir", str(tmp_path), *argv],
+        child_env(POD_NAME="p"),
     )
     assert result.returncode == code
     assert fragment in result.stderr
@@ -422,7 +431,7 @@ def test_launcher_command_not_executable_exits_126(volume: KubeletDir, tmp_path:
 )
 def test_launcher_ring_timeout_from_env(volume: KubeletDir, value: str) -> None:
     # Nothing published: a valid timeout would wait; a bad one must be a usage error at once.
-    argv = [sys.executable, "-m", "ranktable.launcher", "--config-dir", str(volume.root), "--", "true"]
+    argv = [sys.executable, "-m", "ranktable.launch.launcher", "--config-dir", str(volume.root), "--", "true"]
     if value == "":
         # Empty means unset (default 600 s): it waits, so it is still running when we look.
         proc = subprocess.Popen(argv, env=child_env(POD_NAME="p", RING_TIMEOUT=""), stderr=subprocess.PIPE, text=True)
@@ -444,7 +453,7 @@ def test_launcher_ring_timeout_from_env(volume: KubeletDir, value: str) -> None:
 
 def test_launcher_ring_timeout_from_env_is_used(volume: KubeletDir) -> None:
     volume.publish_spec(make_spec([("worker", 2)], status=STATUS_INITIALIZING, present={0}))
-    argv = [sys.executable, "-m", "ranktable.launcher", "--config-dir", str(volume.root), "--", "true"]
+    argv = [sys.executable, "-m", "ranktable.launch.launcher", "--config-dir", str(volume.root), "--", "true"]
     result = run(argv, child_env(POD_NAME="job-worker-1", RING_TIMEOUT="0.2"), timeout=10)
     assert result.returncode == 124, result.stderr
     assert "waiting up to 0.2s" in result.stderr
@@ -452,7 +461,7 @@ def test_launcher_ring_timeout_from_env_is_used(volume: KubeletDir) -> None:
 
 def test_launcher_import_stays_light() -> None:
     probe = (
-        "import sys, ranktable.launcher, ranktable.tfconfig;"
+        "import sys, ranktable.launch.launcher, ranktable.tfconfig;"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'kubernetes', 'tensorflow', 'urllib3', 'yaml'}))"
     )
     result = run([sys.executable, "-c", probe], child_env())
@@ -461,7 +470,7 @@ def test_launcher_import_stays_light() -> None:
 
 
 def test_main_returns_usage_code_in_process(capsys: pytest.CaptureFixture[str]) -> None:
-    from ranktable.launcher import main
+    from ranktable.launch.launcher import main
 
     assert main(["--help"]) == 0
     assert "exit codes:" in capsys.readouterr().out

@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ranktable import exitcodes, wait
 from ranktable.clusterspec import STATUS_INITIALIZING, spec_to_json
-from ranktable.kubeconfig import ApiConfigError, YamlError, in_cluster_config, kubeconfig_config, parse_yaml
+from ranktable.launch import exitcodes, wait
+from ranktable.launch.kubeconfig import ApiConfigError, YamlError, in_cluster_config, kubeconfig_config, parse_yaml
+from ranktable.launch.wait import FileSource, observation_from_configmap
 from ranktable.stored import compress
 from ranktable.tfconfig import tf_config
-from ranktable.wait import FileSource, observation_from_configmap
 from tests.support import launcherpyz
 from tests.support.kubeletdir import KubeletDir
 from tests.support.launcherpyz import HEAVY
@@ -67,7 +67,9 @@ def test_pyz_is_a_zipapp_of_the_launcher_and_reproducible(pyz_file: Path, tmp_pa
     assert data.startswith(b"#!/usr/bin/env python3\n")
     with zipfile.ZipFile(pyz_file) as archive:
         names = archive.namelist()
-    assert "__main__.py" in names and "ranktable/launcher.py" in names and "ranktable/apiwatch.py" in names
+    assert (
+        "__main__.py" in names and "ranktable/launch/launcher.py" in names and "ranktable/launch/apiwatch.py" in names
+    )
     # Bytecode for the building Python beside each source; other versions compile the source.
     assert sorted(n for n in names if n.endswith(".pyc")) == sorted(
         n + "c" for n in names if n.startswith("ranktable/") and n.endswith(".py")
@@ -104,7 +106,7 @@ def test_pyz_imports_every_module_with_no_site_packages(pyz_file: Path) -> None:
 def test_a_damaged_member_exits_66_in_one_line(pyz_file: Path, tmp_path: Path) -> None:
     data = bytearray(pyz_file.read_bytes())
     with zipfile.ZipFile(pyz_file) as archive:
-        infos = [archive.getinfo(name) for name in ("ranktable/launcher.py", "ranktable/launcher.pyc")]
+        infos = [archive.getinfo(name) for name in ("ranktable/launch/launcher.py", "ranktable/launch/launcher.pyc")]
     for info in infos:  # flip bytes inside the member's compressed data (past its local header)
         start = len(launcherpyz.builder().SHEBANG) + info.header_offset + 30 + len(info.filename) + 40
         for i in range(start, start + 64):
@@ -142,7 +144,7 @@ def test_install_copies_the_verified_file_atomically(pyz_file: Path, tmp_path: P
 
 
 def test_install_refuses_outside_the_pyz() -> None:
-    from ranktable.launcher import main
+    from ranktable.launch.launcher import main
 
     assert main(["--install", "/nonexistent"]) == exitcodes.USAGE
 
@@ -317,7 +319,7 @@ def test_file_source_sees_a_kubelet_swap_without_waiting_for_the_poll_interval(
 
 
 #: File mode needs no TLS client at all.
-API_CLIENT = ("ssl", "ranktable.kubeapi", "ranktable.earlyreg")
+API_CLIENT = ("ssl", "ranktable.launch.kubeapi", "ranktable.launch.earlyreg")
 
 
 def imported(stderr: str) -> set[str]:
@@ -337,5 +339,5 @@ def test_a_file_mode_start_imports_none_of_the_heavy_modules(pyz_file: Path, vol
     )
     assert result.returncode == 0, result.stderr[-2000:]
     loaded = imported(result.stderr)
-    assert "ranktable.launcher" in loaded and json.loads(result.stdout)["RANK"] == "1"
+    assert "ranktable.launch.launcher" in loaded and json.loads(result.stdout)["RANK"] == "1"
     assert sorted(loaded & {*HEAVY, *API_CLIENT}) == []

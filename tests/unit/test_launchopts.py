@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from ranktable import launchopts
-from ranktable.launcher import _parser, launch_options
+from ranktable.launch import launchopts
+from ranktable.launch.launcher import _parser, launch_options
 
 API = ["--from-api", "--register", "--namespace", "ns", "--configmap", "cm"]
 

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from ranktable.clusterspec import PodNotInSpec, SpecError, spec_to_json
 from ranktable.devices import REASONS, DeviceAnnotation, InvalidDeviceAnnotation, parse_device_annotation
 from ranktable.hccl import render_hccl
-from ranktable.wait import MALFORMED_READS, FileSource, Identity, Observation, Ready, WaitTimeout, wait_for_spec
+from ranktable.launch.wait import MALFORMED_READS, FileSource, Identity, Observation, Ready, WaitTimeout, wait_for_spec
 from tests.support.specs import make_spec
 
 # -- the device annotation -----------------------------------------------------------------

@@ -66,7 +66,7 @@ def test_launcher_exports_rank_table_file_for_every_version(tmp_path: Path, vers
     files = _files(version)
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    argv = [sys.executable, "-m", "ranktable.launcher", "--config-dir", str(tmp_path), "--timeout", "5"]
+    argv = [sys.executable, "-m", "ranktable.launch.launcher", "--config-dir", str(tmp_path), "--timeout", "5"]
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": REPO, "POD_NAME": "j-worker-1"}
     result = subprocess.run(
         [*argv, "--", sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=30

@@ -16,9 +16,11 @@ import pytest
 
 from model.configmap import configmap_body, configmap_record
 from model.records import JobKey
-from ranktable import launcher, stored
+from ranktable import stored
 from ranktable.clusterspec import SpecError, spec_to_json
 from ranktable.hccl import render_hccl
+from ranktable.launch import launcher
+from ranktable.launch.wait import FileSource, Observation
 from ranktable.stored import (
     TooLarge,
     files_from_configmap,
@@ -31,7 +33,6 @@ from ranktable.stored import (
     write_local_rank_table,
     write_rank_table,
 )
-from ranktable.wait import FileSource, Observation
 from tests.support.kubeletdir import KubeletDir
 from tests.support.specs import make_spec
 
@@ -256,7 +257,7 @@ def test_the_shared_storage_directory_gets_the_table_and_its_version(
 
 
 def test_api_mode_observes_either_form_and_reports_an_undecodable_one() -> None:
-    from ranktable.wait import observation_from_configmap as _observation
+    from ranktable.launch.wait import observation_from_configmap as _observation
 
     s = pack(FILES, limit=1000)
     body = configmap_body(
@@ -271,8 +272,8 @@ def test_api_mode_observes_either_form_and_reports_an_undecodable_one() -> None:
 
 
 def test_the_judge_parses_equal_texts_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ranktable import wait
     from ranktable.clusterspec import spec_from_json
+    from ranktable.launch import wait
 
     calls: list[str] = []
 

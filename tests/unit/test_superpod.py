@@ -23,8 +23,8 @@ from model.records import JobKey
 from model.volcano import workload_record
 from ranktable.clusterspec import spec_from_json
 from ranktable.hccl import read_hccl
+from ranktable.launch.wait import Identity, Judge, Observation, Ready
 from ranktable.stored import files_from_configmap
-from ranktable.wait import Identity, Judge, Observation, Ready
 from tests.support import superpod
 
 LABEL = "ring-controller.atlas"

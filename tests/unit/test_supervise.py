@@ -143,7 +143,7 @@ def ring_launch(config_dir: Path, *args: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "ranktable.launcher",
+        "ranktable.launch.launcher",
         "--config-dir",
         str(config_dir),
         "--poll-interval",

@@ -4,8 +4,8 @@ A ConfigMap mounted as a volume reaches the container only when the kubelet
 next syncs the pod (up to a minute or two after the write). Reading the
 ConfigMap through the API server sees the controller's write at once, at the
 price of a service account that may read it. It runs on the standard library
-(:mod:`ranktable.kubeapi`, its own HTTP/1.1 and TLS over ``_socket`` and ``_ssl``; configuration from
-:mod:`ranktable.kubeconfig`), so the one-file launcher works in any image and
+(:mod:`ranktable.launch.kubeapi`, its own HTTP/1.1 and TLS over ``_socket`` and ``_ssl``; configuration from
+:mod:`ranktable.launch.kubeconfig`), so the one-file launcher works in any image and
 a start costs no client package import.
 
 The loop is the client-go reflector's, reduced to one object: **list** the
@@ -21,7 +21,7 @@ relists, with exponential backoff for errors. ``403`` is final
 missing, and waiting will not fix that. ``401`` is final too, after one
 retry with the token file read again (a rotated token).
 
-Client configuration (:func:`ranktable.kubeconfig.load_client_config`):
+Client configuration (:func:`ranktable.launch.kubeconfig.load_client_config`):
 ``--kubeconfig`` when given; else the in-cluster service account; else
 ``$KUBECONFIG`` or ``~/.kube/config``.
 
@@ -61,11 +61,11 @@ import math
 import time
 
 from ranktable.backoff import Backoff
-from ranktable.kubeapi import CONNECT_TIMEOUT, ApiStatusError, KubeClient, quote
-from ranktable.kubeconfig import ApiConfigError, load_client_config
+from ranktable.launch.kubeapi import CONNECT_TIMEOUT, ApiStatusError, KubeClient, quote
+from ranktable.launch.kubeconfig import ApiConfigError, load_client_config
+from ranktable.launch.wait import Log, Observation, observation_from_configmap, quiet
 from ranktable.registration import pod_path, registration_patch
 from ranktable.stored import write_rank_table
-from ranktable.wait import Log, Observation, observation_from_configmap, quiet
 
 TYPE_CHECKING = False  # typing is not imported at run time: the launcher's start pays for every module
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ class ApiSource:
     """Lists, then watches, ConfigMap ``namespace/name`` (see the module docstring).
 
     ``client``, when given, is the connection to use (the one-file
-    launcher's early registration made it, :mod:`ranktable.earlyreg`);
+    launcher's early registration made it, :mod:`ranktable.launch.earlyreg`);
     otherwise :meth:`connect` loads the configuration of ``kubeconfig``.
     """
 
@@ -118,7 +118,7 @@ class ApiSource:
     def register(self, *, pod: str, ip: str, started: str) -> None:
         """Self-registration: set :data:`REGISTERED_ANNOTATION` on this launcher's own pod (one merge PATCH).
 
-        Raises :class:`ranktable.kubeapi.ApiStatusError` when the API server
+        Raises :class:`ranktable.launch.kubeapi.ApiStatusError` when the API server
         refuses (403 without the grant of ``build/launcher-rbac.yaml``) and
         ValueError for an ``ip`` that is not an address; the caller goes on
         waiting either way: registering only makes the spec come sooner.

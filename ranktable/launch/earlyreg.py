@@ -8,19 +8,19 @@ Most of it used to be imports: ``argparse``, ``dataclasses`` (and
 framework modules, none of which the PATCH needs. Eight launchers starting
 at once on a two-core node pay that eight times over.
 
-So :func:`ranktable.pyzmain.run` calls :func:`start` first. It reads the
-command line without argparse (:func:`ranktable.launchopts.parsed_without_argparse`),
-loads the client configuration (:mod:`ranktable.kubeconfig`), opens the TLS
-connection and writes the PATCH (:meth:`ranktable.kubeapi.KubeClient.send_first`),
+So :func:`ranktable.launch.pyzmain.run` calls :func:`start` first. It reads the
+command line without argparse (:func:`ranktable.launch.launchopts.parsed_without_argparse`),
+loads the client configuration (:mod:`ranktable.launch.kubeconfig`), opens the TLS
+connection and writes the PATCH (:meth:`ranktable.launch.kubeapi.KubeClient.send_first`),
 all on ``os``, ``_socket``, ``_ssl``, ``json`` and ``ipaddress``, and returns
 an :class:`Early` without waiting for the answer. The launcher then loads
-itself while the API server works; :func:`ranktable.launcher.main` reads the
+itself while the API server works; :func:`ranktable.launch.launcher.main` reads the
 answer (:meth:`Early.answer`), says what it said before (registered, refused
 once, failed), and lists and watches the spec ConfigMap on the same
 connection.
 
 :func:`start` sends nothing, and ``main`` registers the ordinary way, when
-anything is out of the plain case: a command line :mod:`~ranktable.launchopts`
+anything is out of the plain case: a command line :mod:`~ranktable.launch.launchopts`
 does not read exactly or on which ``main`` would stop with a usage error, no
 ``--from-api``, no registration asked for, no namespace or ConfigMap name,
 no ``$POD_IP``, a configuration or connection problem. ``main`` then meets
@@ -33,9 +33,9 @@ from __future__ import annotations
 import os
 import time
 
-from ranktable import launchopts
-from ranktable.kubeapi import CONNECT_TIMEOUT, KubeClient
-from ranktable.kubeconfig import ApiConfigError, load_client_config
+from ranktable.launch import launchopts
+from ranktable.launch.kubeapi import CONNECT_TIMEOUT, KubeClient
+from ranktable.launch.kubeconfig import ApiConfigError, load_client_config
 from ranktable.podenv import POD_IP_ENV, pod_name, pod_namespace
 from ranktable.registration import pod_path, registration_patch, started_text
 
@@ -55,7 +55,7 @@ class Early:
         self.client = client
 
     def answer(self) -> None:
-        """Wait for the API server's answer; raises as :meth:`ranktable.apiwatch.ApiSource.register` does."""
+        """Wait for the API server's answer; raises as :meth:`ranktable.launch.apiwatch.ApiSource.register` does."""
         self.client.answer_first(timeout=CONNECT_TIMEOUT)
 
 

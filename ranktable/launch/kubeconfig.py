@@ -69,7 +69,7 @@ class ClientConfig:
 
     A :func:`~ranktable.records.record`, not a dataclass: ``dataclasses``
     loads ``inspect``, which the one-file launcher's early registration
-    (:mod:`ranktable.earlyreg`) would pay for before its PATCH.
+    (:mod:`ranktable.launch.earlyreg`) would pay for before its PATCH.
     """
 
     host: str

@@ -9,7 +9,7 @@ Usage::
     ring-launch [options] --print env|json|hostfile
 
 It runs as the training container's entry point, before any framework is
-imported. It waits (:mod:`ranktable.wait`) until the spec is ``completed`` and
+imported. It waits (:mod:`ranktable.launch.wait`) until the spec is ``completed`` and
 lists this pod, then sets every variable of
 :data:`ranktable.exports.FRAMEWORKS` (``TF_CONFIG``; PyTorch's and torchrun's;
 JAX's; PaddlePaddle's; MindSpore's; ``RANK_TABLE_FILE`` when the job has
@@ -21,7 +21,7 @@ and then either
   the container's PID, receives its signals directly and its exit code is the
   container's; or
 * with ``--supervise``, stays the parent and restarts CMD in place when the
-  membership changes (:mod:`ranktable.supervise`); or
+  membership changes (:mod:`ranktable.launch.supervise`); or
 * with ``--print``, prints what it would export (``env``: ``KEY=value`` lines,
   shell-quoted, for ``eval``; ``json``: one object; ``hostfile``: the hostfile
   text) and exits 0.
@@ -36,18 +36,18 @@ name.
 The launcher is standard library only and runs on Python 3.9 and newer
 (an import-linter contract and the tests keep it so): ``build/build.sh``
 packs :mod:`ranktable` into one file, ``dist/ring-launch.pyz``
-(:mod:`ranktable.pyzmain` is its entry), which any image with a python3 runs
+(:mod:`ranktable.launch.pyzmain` is its entry), which any image with a python3 runs
 as ``python3 ring-launch.pyz -- CMD``; the package's ``ring-launch`` console
-script runs this same module. ``--from-api`` loads :mod:`ranktable.apiwatch`
+script runs this same module. ``--from-api`` loads :mod:`ranktable.launch.apiwatch`
 (its own HTTP/1.1 on ``_socket`` and ``_ssl``) only when used, which keeps a
 file-mode start fast. A start loads no ``argparse`` for a plain command line
-(:func:`ranktable.launchopts.parsed_without_argparse`), no ``dataclasses`` or
+(:func:`ranktable.launch.launchopts.parsed_without_argparse`), no ``dataclasses`` or
 ``typing`` (:mod:`ranktable.records`), no ``tempfile``: the modules
 tests/support/launcherpyz.py ``HEAVY`` names.
 ``--install DIR`` (the pyz only) copies the running file into ``DIR``,
 verified and atomically, for an init container.
 
-Exit codes (when CMD was not started or did not end by itself), :mod:`ranktable.exitcodes`:
+Exit codes (when CMD was not started or did not end by itself), :mod:`ranktable.launch.exitcodes`:
 2 usage error, 3 this pod never appeared in the completed spec, 4
 ``--max-restarts`` spent, 65 malformed spec, 66 the launcher file is damaged,
 69 Python older than 3.9 (from the pyz's entry), 77 the API server refused
@@ -63,15 +63,11 @@ import os
 import sys
 import time
 
-from ranktable import exitcodes, launchopts, pyzmain
 from ranktable.clusterspec import CONFIGMAP_PREFIX, PodNotInSpec, SpecError
 from ranktable.exports import frameworks_text, member_env
 from ranktable.hostfile import FILE_NAMES, hostfile_text
-from ranktable.podenv import POD_IP_ENV, pod_name, pod_namespace
-from ranktable.registration import started_text
-from ranktable.stored import rank_table_file as rank_table_file_for
-from ranktable.stored import replace_file, temp_dir
-from ranktable.wait import (
+from ranktable.launch import exitcodes, launchopts, pyzfile
+from ranktable.launch.wait import (
     DEFAULT_POLL_INTERVAL,
     FileSource,
     Ready,
@@ -81,6 +77,10 @@ from ranktable.wait import (
     identity_from_env,
     wait_for_spec,
 )
+from ranktable.podenv import POD_IP_ENV, pod_name, pod_namespace
+from ranktable.registration import started_text
+from ranktable.stored import rank_table_file as rank_table_file_for
+from ranktable.stored import replace_file, temp_dir
 
 TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
 if TYPE_CHECKING:
@@ -88,13 +88,13 @@ if TYPE_CHECKING:
     from types import SimpleNamespace
     from typing import Final
 
-    from ranktable.apiwatch import ApiSource
-    from ranktable.earlyreg import Early
+    from ranktable.launch.apiwatch import ApiSource
+    from ranktable.launch.earlyreg import Early
 
 #: When this launcher started (wall clock): the registration's ``started``.
 STARTED: Final = time.time()
 
-#: ``--supervise`` defaults (:mod:`ranktable.supervise` is imported only when used).
+#: ``--supervise`` defaults (:mod:`ranktable.launch.supervise` is imported only when used).
 DEFAULT_GRACE: Final = launchopts.DEFAULT_GRACE
 DEFAULT_MAX_RESTARTS: Final = launchopts.DEFAULT_MAX_RESTARTS
 
@@ -141,7 +141,7 @@ otherwise CMD's own exit code (128+N for signal N)."""
 
 def _parser() -> argparse.ArgumentParser:
     """``ring-launch``'s argparse parser: for ``--help``, usage errors and command lines
-    :func:`ranktable.launchopts.parsed_without_argparse` leaves to it."""
+    :func:`ranktable.launch.launchopts.parsed_without_argparse` leaves to it."""
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -279,10 +279,10 @@ def _log(message: str) -> None:
 def _register(source: ApiSource, pod: str | None, early: Early | None = None) -> None:
     """Self-registration (``--register``): one PATCH of this pod's annotation; a refusal is said once, never fatal.
 
-    ``early``: the PATCH :mod:`ranktable.earlyreg` already sent for this pod
+    ``early``: the PATCH :mod:`ranktable.launch.earlyreg` already sent for this pod
     (on ``source``'s connection); only its answer is read here.
     """
-    from ranktable.kubeapi import ApiStatusError
+    from ranktable.launch.kubeapi import ApiStatusError
 
     ip = os.environ.get(POD_IP_ENV, "")
     if not ip:
@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None, *, early: Early | None = None) -> int:
     """Run ``ring-launch``; returns an exit code only when CMD could not be started.
 
     ``early``: the registration the one-file launcher sent before it loaded
-    this module (:func:`ranktable.earlyreg.start`, for the same ``argv``);
+    this module (:func:`ranktable.launch.earlyreg.start`, for the same ``argv``);
     its answer is read, and its connection used, where ``main`` would
     otherwise register.
     """
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None, *, early: Early | None = None) -> int:
         except SystemExit as stop:  # --help, or a usage error argparse already printed
             return int(stop.code or 0)
     if args.install is not None:
-        return pyzmain.install(args.install, log=_log)
+        return pyzfile.install(args.install, log=_log)
     try:
         timeout = launchopts.check_parsed(args, command)
     except launchopts.UsageError as err:
@@ -347,9 +347,9 @@ def main(argv: list[str] | None = None, *, early: Early | None = None) -> int:
     source: Source
     if args.from_api:
         try:
-            from ranktable.apiwatch import ApiAccessError, ApiConfigError, ApiSource
+            from ranktable.launch.apiwatch import ApiAccessError, ApiConfigError, ApiSource
         except ImportError as err:
-            _log(f"error: {pyzmain.damaged(err)}")
+            _log(f"error: {pyzfile.damaged(err)}")
             return EXIT_DAMAGED
 
         namespace = pod_namespace(args.namespace)
@@ -440,9 +440,9 @@ def main(argv: list[str] | None = None, *, early: Early | None = None) -> int:
         _log(f"{key}={env[key]}")
     if args.supervise:
         try:
-            from ranktable.supervise import Supervisor
+            from ranktable.launch.supervise import Supervisor
         except ImportError as err:
-            _log(f"error: {pyzmain.damaged(err)}")
+            _log(f"error: {pyzfile.damaged(err)}")
             return EXIT_DAMAGED
 
         return Supervisor(

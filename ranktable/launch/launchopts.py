@@ -1,8 +1,8 @@
 """``ring-launch``'s option rules that hold beyond argparse, and a reader of its command line without argparse.
 
-:func:`ranktable.launcher.main` parses the command line with argparse, then
+:func:`ranktable.launch.launcher.main` parses the command line with argparse, then
 applies :func:`check_options` (the rules argparse cannot state) before it
-waits. The one-file launcher's early registration (:mod:`ranktable.earlyreg`)
+waits. The one-file launcher's early registration (:mod:`ranktable.launch.earlyreg`)
 must decide whether ``main`` would get as far as registering *before*
 argparse and the rest of the launcher are loaded: :func:`scan` reads the
 command line when every option in it is spelled out in full (``--opt VALUE``
@@ -41,7 +41,7 @@ DEFAULT_GRACE = 10.0
 DEFAULT_MAX_RESTARTS = 10
 
 #: ``ring-launch``'s options that take a value, and those that do not (argparse's parser in
-#: :mod:`ranktable.launcher` must accept exactly these; a unit test compares them).
+#: :mod:`ranktable.launch.launcher` must accept exactly these; a unit test compares them).
 VALUED = frozenset(
     {
         "--config-dir",

@@ -54,10 +54,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from ranktable import exitcodes
 from ranktable.clusterspec import ClusterSpec, PodNotInSpec, SpecError
+from ranktable.launch import exitcodes
+from ranktable.launch.wait import Identity, Judge, Log, Ready, Source, quiet
 from ranktable.records import record
-from ranktable.wait import Identity, Judge, Log, Ready, Source, quiet
 
 TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
 if TYPE_CHECKING:

@@ -1,11 +1,11 @@
 """The launcher's HTTP to the API server, on ``_socket`` and ``_ssl`` (the C modules under ``socket``, ``ssl``).
 
 :class:`KubeClient` sends GET requests (and the launcher's one merge PATCH)
-for one :class:`~ranktable.kubeconfig.ClientConfig` over one kept-alive
+for one :class:`~ranktable.launch.kubeconfig.ClientConfig` over one kept-alive
 connection (opened again after any error), with the bearer token read for
 each request (bound service-account tokens rotate) and the client
 certificate, if any, loaded into the TLS context once. It knows nothing of
-ConfigMaps: :mod:`ranktable.apiwatch` builds the paths and runs the
+ConfigMaps: :mod:`ranktable.launch.apiwatch` builds the paths and runs the
 list/watch loop.
 
 Why not ``http.client``: the one-file launcher starts in every training
@@ -27,7 +27,7 @@ no ``Accept-Encoding`` is sent), redirects, upgrades, proxies.
 
 The first request can go out before the launcher is even loaded
 (:meth:`KubeClient.send_first`, then :meth:`KubeClient.answer_first`): the
-one-file launcher's self-registration (:mod:`ranktable.earlyreg`) writes
+one-file launcher's self-registration (:mod:`ranktable.launch.earlyreg`) writes
 its PATCH, loads the rest of the launcher while the API server works, reads
 the answer and keeps the connection for the list and watch that follow.
 
@@ -36,7 +36,7 @@ HTTP status other than 200 (``status``, ``reason`` and the ``Status``
 message the server sent), ``OSError`` for transport trouble (``_ssl.SSLError``,
 timeouts, a connection closed early, and :class:`HttpProtocolError` for an
 answer this reader cannot frame), and
-:class:`~ranktable.kubeconfig.ApiConfigError` from the configuration.
+:class:`~ranktable.launch.kubeconfig.ApiConfigError` from the configuration.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ import json
 import os
 import sys
 
-from ranktable.kubeconfig import ApiConfigError, ClientConfig
+from ranktable.launch.kubeconfig import ApiConfigError, ClientConfig
 
 TYPE_CHECKING = False  # typing is not imported at run time: the launcher's start pays for every module
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """``ring-launch``'s exit codes: the documented table, in one place.
 
-Plain assignments on purpose: :mod:`ranktable.pyzmain` imports this module
+Plain assignments on purpose: :mod:`ranktable.launch.pyzmain` imports this module
 before it knows whether the Python running it is new enough (it must parse
 on any Python 3), so no annotations, f-strings or newer syntax.
 A launcher that started CMD exits with CMD's own code instead (128+N for

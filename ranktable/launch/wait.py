@@ -1,6 +1,6 @@
 """Waiting for the completed spec that holds this pod: the launcher's core.
 
-Both :mod:`ranktable.launcher` and :func:`ranktable.tfconfig.setup_tf_config`
+Both :mod:`ranktable.launch.launcher` and :func:`ranktable.tfconfig.setup_tf_config`
 wait here. A *source* yields :class:`Observation` s (the current
 ``cluster.json`` and ``hccl.json`` texts) whenever they may have changed;
 :func:`wait_for_spec` judges each one and returns as soon as the spec is
@@ -27,7 +27,7 @@ wait here. A *source* yields :class:`Observation` s (the current
   signature of the directory (``readlink ..data`` and a ``stat`` of each
   file, no reads). Either way the files are read and judged only when the
   signature changed, or every ``--poll-interval`` as a safety net.
-* :class:`ranktable.apiwatch.ApiSource` (``--from-api``) lists and watches
+* :class:`ranktable.launch.apiwatch.ApiSource` (``--from-api``) lists and watches
   the ConfigMap through the API server, avoiding the kubelet's volume sync
   delay; its texts are what the API server holds, so malformed text there is
   an error at once.
@@ -61,9 +61,9 @@ from ranktable.clusterspec import (
     SpecError,
     spec_from_json,
 )
-from ranktable.launchopts import DEFAULT_POLL_INTERVAL as DEFAULT_POLL_INTERVAL
-from ranktable.launchopts import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
-from ranktable.launchopts import default_timeout as default_timeout
+from ranktable.launch.launchopts import DEFAULT_POLL_INTERVAL as DEFAULT_POLL_INTERVAL
+from ranktable.launch.launchopts import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
+from ranktable.launch.launchopts import default_timeout as default_timeout
 from ranktable.podenv import POD_IP_ENV, POD_UID_ENV, pod_name
 from ranktable.records import record
 from ranktable.stored import files_from_configmap, read_files, write_rank_table
@@ -306,7 +306,7 @@ class Judge:
     """Turns observations into a verdict; keeps what it needs across them.
 
     One judge per stream of observations (it counts malformed reads in a
-    row); :func:`wait_for_spec` and the supervisor (:mod:`ranktable.supervise`)
+    row); :func:`wait_for_spec` and the supervisor (:mod:`ranktable.launch.supervise`)
     use it.
     """
 
