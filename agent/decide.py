@@ -94,9 +94,9 @@ from ranktable.clusterspec import (
     spec_to_json,
 )
 from ranktable.devices import DeviceAnnotation, InvalidDeviceAnnotation, parse_device_annotation
+from ranktable.frozen import replace as replace_record
 from ranktable.hccl import AUTO, DEFAULT_CHOICE, device_problem, render_hccl
 from ranktable.hccl_table20 import check_scale_out
-from ranktable.records import replace as replace_record
 from ranktable.stored import Stored, TooLarge, pack
 
 #: A job's status: the status of the spec that is (or would be) written for

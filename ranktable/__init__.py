@@ -20,6 +20,6 @@ code runs in the daemon and, packed into one file (``dist/ring-launch.pyz``,
   hostfiles) for one member, pure; :mod:`ranktable.exports` puts them
   together with the table users see; ``setup_tf_config()`` drop-in.
 * :mod:`ranktable.launch`: the launcher's wing, ``ring-launch`` itself (the
-  daemon never imports it: an import-linter contract). :mod:`ranktable.records`
+  daemon never imports it: an import-linter contract). :mod:`ranktable.frozen`
   holds the frozen records the classes here are.
 """

@@ -32,12 +32,12 @@ import ipaddress
 import json
 import re
 
+from ranktable.frozen import field as record_field
+from ranktable.frozen import record
 from ranktable.levels import DeviceLevel
-from ranktable.records import field as record_field
-from ranktable.records import record
 from ranktable.registration import REGISTERED_ANNOTATION as REGISTERED_ANNOTATION
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any, Final, Literal
 

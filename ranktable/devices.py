@@ -51,10 +51,10 @@ from ranktable.clusterspec import (
     check_server_id,
     uint_string,
 )
+from ranktable.frozen import record
 from ranktable.levels import LevelError, parse_levels
-from ranktable.records import record
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any, Final
 

@@ -17,15 +17,15 @@ from __future__ import annotations
 import json
 
 from ranktable.clusterspec import ClusterSpec
+from ranktable.frozen import record
 from ranktable.hostfile import hostfile_env
 from ranktable.jaxenv import jax_env
 from ranktable.mindsporeenv import mindspore_env
 from ranktable.paddleenv import paddle_env
-from ranktable.records import record
 from ranktable.tfconfig import tf_config
 from ranktable.torchenv import torch_env, torchrun_env
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Final
 

@@ -14,7 +14,7 @@ from ranktable.clusterspec import (
     uint_string,
 )
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any
 

@@ -54,7 +54,7 @@ from __future__ import annotations
 from ranktable import hccl_common, hccl_v2
 from ranktable.clusterspec import STATUS_COMPLETED, ClusterSpec, Member, SpecError, uint_string
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any, Final
 

@@ -37,7 +37,7 @@ from ranktable import hccl_common
 from ranktable.clusterspec import STATUS_COMPLETED, ClusterSpec, Device, SpecError
 from ranktable.levels import NetElement
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any, Final
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 from ranktable import hccl_common
 from ranktable.clusterspec import STATUS_COMPLETED, ClusterSpec, SpecError, check_server_id
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from ranktable import hccl_common
 from ranktable.clusterspec import STATUS_COMPLETED, ClusterSpec, SpecError, check_ip, check_server_id, uint_string
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any, Final
 

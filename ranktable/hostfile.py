@@ -24,7 +24,7 @@ import os
 
 from ranktable.clusterspec import ClusterSpec, require_completed
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Final, Literal
 

@@ -23,9 +23,9 @@ import ipaddress
 import json
 import time
 
-from ranktable.records import record
+from ranktable.frozen import record
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any
 

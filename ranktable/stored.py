@@ -40,7 +40,7 @@ import zlib
 from collections.abc import Callable, Mapping
 
 from ranktable.clusterspec import CLUSTER_FILE, HCCL_FILE, SpecError
-from ranktable.records import record
+from ranktable.frozen import record
 
 #: The spec's files, in the order they are written and read.
 SPEC_FILES = (CLUSTER_FILE, HCCL_FILE)

@@ -39,7 +39,7 @@ import sys
 
 from ranktable.clusterspec import KNOWN_ROLES, SINGLETON_ROLES, ClusterSpec, SpecError, member_for_pod
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any
 

@@ -38,9 +38,9 @@ import os
 import re
 from collections.abc import Mapping
 
-from ranktable.records import record
+from ranktable.frozen import record
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any, Union
 
@@ -67,7 +67,7 @@ class ClientConfig:
     ``token`` is a fixed bearer token; ``cert``/``key`` are PEM bytes of a
     client certificate. ``where`` says where all this came from, for messages.
 
-    A :func:`~ranktable.records.record`, not a dataclass: ``dataclasses``
+    A :func:`~ranktable.frozen.record`, not a dataclass: ``dataclasses``
     loads ``inspect``, which the one-file launcher's early registration
     (:mod:`ranktable.launch.earlyreg`) would pay for before its PATCH.
     """

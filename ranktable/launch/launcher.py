@@ -42,7 +42,7 @@ script runs this same module. ``--from-api`` loads :mod:`ranktable.launch.apiwat
 (its own HTTP/1.1 on ``_socket`` and ``_ssl``) only when used, which keeps a
 file-mode start fast. A start loads no ``argparse`` for a plain command line
 (:func:`ranktable.launch.launchopts.parsed_without_argparse`), no ``dataclasses`` or
-``typing`` (:mod:`ranktable.records`), no ``tempfile``: the modules
+``typing`` (:mod:`ranktable.frozen`), no ``tempfile``: the modules
 tests/support/launcherpyz.py ``HEAVY`` names.
 ``--install DIR`` (the pyz only) copies the running file into ``DIR``,
 verified and atomically, for an init container.
@@ -82,7 +82,7 @@ from ranktable.registration import started_text
 from ranktable.stored import rank_table_file as rank_table_file_for
 from ranktable.stored import replace_file, temp_dir
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     import argparse
     from types import SimpleNamespace

@@ -24,7 +24,7 @@ import os
 from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:  # not at run time: the early registration path must not load argparse
     import argparse
     from typing import Union

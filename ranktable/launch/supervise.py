@@ -55,11 +55,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from ranktable.clusterspec import ClusterSpec, PodNotInSpec, SpecError
+from ranktable.frozen import record
 from ranktable.launch import exitcodes
 from ranktable.launch.wait import Identity, Judge, Log, Ready, Source, quiet
-from ranktable.records import record
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Final, Union
 

@@ -61,14 +61,14 @@ from ranktable.clusterspec import (
     SpecError,
     spec_from_json,
 )
+from ranktable.frozen import record
 from ranktable.launch.launchopts import DEFAULT_POLL_INTERVAL as DEFAULT_POLL_INTERVAL
 from ranktable.launch.launchopts import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
 from ranktable.launch.launchopts import default_timeout as default_timeout
 from ranktable.podenv import POD_IP_ENV, POD_UID_ENV, pod_name
-from ranktable.records import record
 from ranktable.stored import files_from_configmap, read_files, write_rank_table
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any, Final, Protocol
 else:

@@ -2,6 +2,7 @@
 
     build/bench.sh --launcher [--repeats 5] [--concurrency 1,8] [--wait 60] [--before REF] [--json OUT]
     build/bench.sh --launcher --parts register [--concurrency 1,8] [--repeats 5] [--python PY]
+    build/bench.sh --launcher --parts standins [--repeats 200] [--realtime] [--python PY] [--json OUT]
 
 Start: N launchers (``--concurrency``) start at once, each with
 ``--print json`` against a spec that is already completed, in file mode (a
@@ -34,6 +35,11 @@ connection, ``--print json``). Variants: main's one-file launcher (built from
 ``--before``) and this tree's, each run as the documented container command
 (``PY ring-launch.pyz``) and as ``PY -I -S ring-launch.pyz``; ``PY`` is
 ``--python`` (default: this interpreter).
+
+Stand-ins (``--parts standins``, alone; no cluster): one file-mode launcher
+started alone, built as it is and with each stand-in for a standard-library
+module replaced by that module (:mod:`tests.bench.standins`): what each
+stand-in saves, against the 10 ms rule of CONTRIBUTING.md.
 
 Prints a table; ``--json`` writes the figures. The cluster is the tests'
 (``$RING_DEVCLUSTER_STATE``), brought up or reused like the tests do.
@@ -137,8 +143,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--parts", default="start,wait", help="which measurements (default start,wait)")
     p.add_argument("--before", default=None, help="git ref of the old launcher (default: merge-base with main)")
     p.add_argument("--python", default=sys.executable, help="interpreter of the register part (default: this one)")
+    p.add_argument(
+        "--realtime",
+        action="store_true",
+        help="standins: start each launcher under `chrt -f 10` (a core of its own on a shared machine; root)",
+    )
     p.add_argument("--json", type=Path, metavar="OUT")
     args = p.parse_args(argv)
+    parts = args.parts.split(",")
+    if "standins" in parts:  # no cluster: file mode only
+        if parts != ["standins"]:
+            p.error("--parts standins runs alone")
+        from tests.bench.standins import standin_figures, standin_lines
+
+        work = Path(tempfile.mkdtemp(prefix="bench-standins-"))
+        figures = standin_figures(work=work, python=args.python, repeats=args.repeats, realtime=args.realtime, say=_say)
+        print("\n".join(standin_lines(figures)))
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+        return 0
 
     from ringdevcluster import ensure_up
 

@@ -30,5 +30,5 @@ def build(out: Path) -> Path:
 
 #: What a launcher start must not import (issue 24: the launcher's CPU at start is the job's
 #: discovery overhead when a job's containers start together): the measured costs on the dev
-#: node are in ranktable/records.py, ranktable/launch/launchopts.py, ranktable/stored.py and ranktable/launch/kubeapi.py.
+#: node are in ranktable/frozen.py, ranktable/launch/launchopts.py, ranktable/stored.py and ranktable/launch/kubeapi.py.
 HEAVY = ("argparse", "dataclasses", "inspect", "typing", "tempfile", "hashlib", "random", "gzip", "shlex")

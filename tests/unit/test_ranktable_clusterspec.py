@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ranktable import records
+from ranktable import frozen
 from ranktable.clusterspec import (
     STATUS_COMPLETED,
     STATUS_INITIALIZING,
@@ -197,7 +197,7 @@ def test_writer_refuses_what_the_reader_would_reject() -> None:
 
 def test_ipv6_member_address_is_bracketed() -> None:
     member = make_member(0, "worker", 0)
-    v6 = records.replace(member, ip="fd00::1")
+    v6 = frozen.replace(member, ip="fd00::1")
     assert v6.address == "[fd00::1]:2222"
     assert member.address == "127.1.0.1:2222"
 
@@ -205,7 +205,7 @@ def test_ipv6_member_address_is_bracketed() -> None:
 def test_rank_table_only_fields_stay_out_of_cluster_json_and_comparisons() -> None:
     spec = make_spec([("worker", 2)], devices=2)
     first = spec.members[0]
-    ascend = records.replace(
+    ascend = frozen.replace(
         first,
         host="uid-1",
         host_ip="192.168.0.10",
@@ -216,14 +216,14 @@ def test_rank_table_only_fields_stay_out_of_cluster_json_and_comparisons() -> No
             Device(device_id="1", device_ip="-1", super_device_id="37748737"),
         ),
     )
-    changed = records.replace(spec, members=(ascend, spec.members[1]))
+    changed = frozen.replace(spec, members=(ascend, spec.members[1]))
     text = spec_to_json(changed)
     assert all(word not in text for word in ("host_ip", "super_pod", "hardware", "37748736"))
     back = spec_from_json(text)
     assert back == changed  # equal: those fields take no part in comparisons
     assert back.members[0].host == "uid-1" and back.members[0].host_ip == ""
     assert back.members[0].devices[0].has_ip is False  # a placeholder, twice in one member
-    plain = records.replace(changed, members=(records.replace(ascend, host_ip="", hardware=""), spec.members[1]))
+    plain = frozen.replace(changed, members=(frozen.replace(ascend, host_ip="", hardware=""), spec.members[1]))
     assert spec_to_json(plain) == text
 
 

@@ -13,7 +13,7 @@ from model.pod import pod_record
 from model.records import PodRecord
 from model.template import member_slots
 from model.volcano import workload_record
-from ranktable import records
+from ranktable import frozen
 from ranktable.clusterspec import (
     STATUS_INITIALIZING,
     ClusterSpec,
@@ -34,8 +34,8 @@ from tests.support.specs import make_spec
 
 def with_slots(spec: ClusterSpec, slots: dict[int, int]) -> ClusterSpec:
     """``spec`` with member ``rank`` given ``slots[rank]`` slots."""
-    members = tuple(records.replace(m, slots=slots.get(m.rank, m.slots)) for m in spec.members)
-    return records.replace(spec, members=members)
+    members = tuple(frozen.replace(m, slots=slots.get(m.rank, m.slots)) for m in spec.members)
+    return frozen.replace(spec, members=members)
 
 
 # torchrun ------------------------------------------------------------------------
@@ -70,7 +70,7 @@ def test_jax_coordinator_is_rank_0(pod: str, process_id: str) -> None:
 
 def test_jax_ipv6_coordinator_is_bracketed() -> None:
     spec = make_spec([("worker", 2)])
-    spec = records.replace(spec, members=(records.replace(spec.members[0], ip="fd00::1"), spec.members[1]))
+    spec = frozen.replace(spec, members=(frozen.replace(spec.members[0], ip="fd00::1"), spec.members[1]))
     assert jax_env(spec, pod="job-worker-1")["JAX_COORDINATOR_ADDRESS"] == "[fd00::1]:2222"
 
 
@@ -148,8 +148,8 @@ def test_hostfiles_in_both_layouts_with_slots() -> None:
 
 def test_members_sharing_an_ip_are_one_host() -> None:
     spec = make_spec([("worker", 3)])
-    members = tuple(records.replace(m, ip="10.0.0.5") if m.rank < 2 else m for m in spec.members)
-    assert hostfile_text(records.replace(spec, members=members)) == "10.0.0.5 slots=2\n127.1.0.3 slots=1\n"
+    members = tuple(frozen.replace(m, ip="10.0.0.5") if m.rank < 2 else m for m in spec.members)
+    assert hostfile_text(frozen.replace(spec, members=members)) == "10.0.0.5 slots=2\n127.1.0.3 slots=1\n"
 
 
 def test_hostfile_variables_name_the_files() -> None:

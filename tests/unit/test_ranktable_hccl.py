@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ranktable import records
+from ranktable import frozen
 from ranktable.clusterspec import STATUS_INITIALIZING, ClusterSpec, Device, SpecError
 from ranktable.devices import REASONS
 from ranktable.hccl import device_problem, hccl_version, read_hccl, render_hccl
@@ -25,10 +25,10 @@ def with_super_devices(spec: ClusterSpec, *, super_pods: tuple[str, ...] = ("0",
     members = []
     for m in spec.members:
         devices = tuple(
-            records.replace(d, super_device_id=str(37748736 + 8 * m.rank + int(d.device_id))) for d in m.devices
+            frozen.replace(d, super_device_id=str(37748736 + 8 * m.rank + int(d.device_id))) for d in m.devices
         )
-        members.append(records.replace(m, devices=devices, super_pod=super_pods[m.rank % len(super_pods)]))
-    return records.replace(spec, members=tuple(members))
+        members.append(frozen.replace(m, devices=devices, super_pod=super_pods[m.rank % len(super_pods)]))
+    return frozen.replace(spec, members=tuple(members))
 
 
 def test_v2_two_pods_two_devices_counts_rank_ids_0_to_3() -> None:
@@ -105,8 +105,8 @@ def test_v1_one_group_per_task_in_rank_order() -> None:
 
 def test_v2_rank_ids_stay_dense_with_uneven_device_counts() -> None:
     spec = make_spec([("worker", 2)], devices=2)
-    first = records.replace(spec.members[0], devices=spec.members[0].devices[:1])
-    uneven = records.replace(spec, members=(first, spec.members[1]))
+    first = frozen.replace(spec.members[0], devices=spec.members[0].devices[:1])
+    uneven = frozen.replace(spec, members=(first, spec.members[1]))
     servers = json.loads(render_hccl(uneven))["server_list"]
     assert [[d["rank_id"] for d in s["device"]] for s in servers] == [["0"], ["1", "2"]]
 
@@ -145,7 +145,7 @@ def test_completed_spec_without_devices_cannot_make_a_table(version: str) -> Non
 
 def test_completed_spec_without_server_id_cannot_make_a_table() -> None:
     spec = make_spec([("worker", 1)], devices=1)
-    no_host = records.replace(spec, members=(records.replace(spec.members[0], host=""),))
+    no_host = frozen.replace(spec, members=(frozen.replace(spec.members[0], host=""),))
     with pytest.raises(SpecError, match="no server id"):
         render_hccl(no_host)
 
@@ -260,7 +260,7 @@ def test_reader_accepts_what_the_writer_writes(version: str) -> None:
 def ascend_member(rank: int, *, devices: int = 2, super_pod: str = "", hardware: str = "", ip_ok: bool = True) -> Any:
     """Member ``rank`` as the current device plugin describes it: server id = pod uid."""
     base = make_member(rank, "worker", rank, devices=devices)
-    return records.replace(
+    return frozen.replace(
         base,
         host=f"uid-{rank}",
         host_ip=f"192.168.0.{10 + rank}",
@@ -278,7 +278,7 @@ def ascend_member(rank: int, *, devices: int = 2, super_pod: str = "", hardware:
 
 
 def ascend_spec(*members: Any) -> ClusterSpec:
-    return records.replace(make_spec([("worker", len(members))]), members=tuple(members))
+    return frozen.replace(make_spec([("worker", len(members))]), members=tuple(members))
 
 
 def test_1_0_as_ascend_operator_writes_it() -> None:
@@ -319,7 +319,7 @@ def test_1_0_as_ascend_operator_writes_it() -> None:
 def test_server_ids_follow_ascend_operators_one_pod_one_node_rule(
     nodes: list[str], server_ids: list[str], version: str
 ) -> None:
-    members = [records.replace(ascend_member(i, super_pod="0"), node=n) for i, n in enumerate(nodes)]
+    members = [frozen.replace(ascend_member(i, super_pod="0"), node=n) for i, n in enumerate(nodes)]
     table = json.loads(render_hccl(ascend_spec(*members), version=version))
     assert [s["server_id"] for s in table["server_list"]] == server_ids
     if version == "1.2":
@@ -365,7 +365,7 @@ def test_1_2_placeholder_ips_pass_within_one_super_pod_only() -> None:
 
 def test_1_2_needs_super_device_ids_and_super_pods() -> None:
     member = ascend_member(0, super_pod="0")
-    no_sdid = records.replace(member, devices=tuple(records.replace(d, super_device_id="") for d in member.devices))
+    no_sdid = frozen.replace(member, devices=tuple(frozen.replace(d, super_device_id="") for d in member.devices))
     with pytest.raises(SpecError, match="have no super_device_id"):
         render_hccl(ascend_spec(no_sdid), version="1.2")
     with pytest.raises(SpecError, match="has no super pod"):
@@ -385,9 +385,7 @@ FIXTURE_LEVELS = parse_levels(
 
 def level_spec(levels: Any, devices: int = 1) -> ClusterSpec:
     member = ascend_member(0, devices=devices)
-    return ascend_spec(
-        records.replace(member, devices=tuple(records.replace(d, levels=levels) for d in member.devices))
-    )
+    return ascend_spec(frozen.replace(member, devices=tuple(frozen.replace(d, levels=levels) for d in member.devices)))
 
 
 def _element(layer: int, instance: str, net_type: str = "", addrs: list[Any] | None = None) -> dict[str, Any]:

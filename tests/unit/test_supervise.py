@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import ranktable
-from ranktable import records
+from ranktable import frozen
 from ranktable.clusterspec import STATUS_INITIALIZING, ClusterSpec, spec_to_json
 from ranktable.hccl import render_hccl
 from ranktable.stored import pack, plain_size
@@ -55,8 +55,8 @@ while True:
 
 def moved(spec: ClusterSpec, *, epoch: int, master_ip: str) -> ClusterSpec:
     """``spec`` at ``epoch`` with rank 0 at a new IP (its pod replaced)."""
-    first = records.replace(spec.members[0], ip=master_ip, uid="uid-replacement")
-    return records.replace(spec, epoch=epoch, members=(first, *spec.members[1:]))
+    first = frozen.replace(spec.members[0], ip=master_ip, uid="uid-replacement")
+    return frozen.replace(spec, epoch=epoch, members=(first, *spec.members[1:]))
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""ranktable.records: the launcher's frozen records behave as the frozen dataclasses they replaced."""
+"""ranktable.frozen: the launcher's frozen records behave as the frozen dataclasses they replaced."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from ranktable import records
+from ranktable import frozen
 from ranktable.clusterspec import Device, Member
-from ranktable.records import FrozenInstanceError, field, record
+from ranktable.frozen import FrozenInstanceError, field, record
 from tests.support.clients import REPO
 
 
@@ -61,12 +61,12 @@ def test_repr_names_every_field() -> None:
 
 def test_replace_and_fields() -> None:
     p = Point(1, 2, "a")
-    assert records.replace(p, y=5) == Point(1, 5) and records.replace(p, y=5).label == "a"
-    assert records.fields(Point) == ("x", "y", "label") == records.fields(p)
+    assert frozen.replace(p, y=5) == Point(1, 5) and frozen.replace(p, y=5).label == "a"
+    assert frozen.fields(Point) == ("x", "y", "label") == frozen.fields(p)
     with pytest.raises(TypeError, match="no field z"):
-        records.replace(p, z=1)
+        frozen.replace(p, z=1)
     with pytest.raises(TypeError, match="not a record"):
-        records.fields(object())
+        frozen.fields(object())
 
 
 def test_copies_and_pickles_keep_the_values() -> None:
@@ -99,7 +99,7 @@ def test_a_record_cannot_extend_another() -> None:
 
 def test_the_module_loads_neither_dataclasses_nor_typing() -> None:
     code = (
-        "import sys; import ranktable.records, ranktable.clusterspec; "
+        "import sys; import ranktable.frozen, ranktable.clusterspec; "
         "print(sorted({'dataclasses', 'typing', 'inspect'} & set(sys.modules)))"
     )
     out = subprocess.run(
