@@ -41,6 +41,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -163,8 +164,6 @@ def build_variants(work: Path) -> dict[str, Path]:
 
 
 def _one(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
-    import time
-
     t0 = time.monotonic()
     proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert proc.stderr is not None
@@ -251,7 +250,12 @@ def standin_figures(
         capture_output=True,
         text=True,
     ).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "describe", "--always", "--dirty"], check=True, capture_output=True, text=True
+    ).stdout.strip()
     return {
+        "commit": commit,
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "python": version,
         "repeats": repeats,
         "cpus": os.cpu_count(),
