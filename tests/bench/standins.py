@@ -184,6 +184,9 @@ def standin_figures(
     *, work: Path, python: str, repeats: int, realtime: bool, say: Callable[[str], None]
 ) -> dict[str, Any]:
     """Build the variants, run ``repeats`` shuffled rounds (after one discarded), return the figures."""
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "describe", "--always", "--dirty"], check=True, capture_output=True, text=True
+    ).stdout.strip()  # the tree the variants are built from
     pyz = build_variants(work)
     config = work / "config"
     config.mkdir()
@@ -249,9 +252,6 @@ def standin_figures(
         check=True,
         capture_output=True,
         text=True,
-    ).stdout.strip()
-    commit = subprocess.run(
-        ["git", "-C", str(REPO), "describe", "--always", "--dirty"], check=True, capture_output=True, text=True
     ).stdout.strip()
     return {
         "commit": commit,
