@@ -14,9 +14,11 @@ this order by :func:`load_client_config`:
   client reads the file again for every request (:attr:`ClientConfig.token`);
 * else ``$KUBECONFIG`` (its first file) or ``~/.kube/config``.
 
-A kubeconfig is read by :func:`parse_yaml`, a reader for the block-style YAML
-subset that ``kubectl``, client-go and PyYAML write (mappings, sequences,
-plain and quoted scalars, ``{}``/``[]``); JSON kubeconfigs are read as JSON.
+A kubeconfig is read by :func:`parse_yaml`, which reads what ``kubectl`` and
+``yaml.safe_dump`` write (block mappings and sequences, plain values folded
+over several lines, quoted and block scalars) as ``yaml.safe_load`` reads
+it and refuses anything else with the line and the reason (the launcher
+cannot carry PyYAML); JSON kubeconfigs are read as JSON.
 Its current context's cluster (``server``, ``certificate-authority``
 [``-data``], ``insecure-skip-tls-verify``) and user
 (``token``, ``tokenFile``, ``client-certificate`` [``-data``] with
@@ -42,7 +44,7 @@ from ranktable.frozen import record
 
 TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
-    from typing import Any, Union
+    from typing import Any, NoReturn, Union
 
 #: Where the kubelet projects the service account's token, CA bundle and namespace.
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -251,184 +253,457 @@ def _bracketed(host: str) -> str:
 # --- a reader for kubeconfig's YAML -------------------------------------------------------------
 
 if TYPE_CHECKING:
-    Yaml = Union[dict[str, Any], list[Any], str, int, float, bool, None]
+    Yaml = Union[dict[str, Any], list[Any], str, int, bool, None]
 
 
 class YamlError(ValueError):
-    """Text outside the YAML subset :func:`parse_yaml` reads; the message names the line."""
+    """Text outside the YAML :func:`parse_yaml` reads; the message names the line and what to change."""
 
 
-_PLAIN_WORDS: dict[str, Yaml] = {"true": True, "false": False, "null": None, "~": None, "": None}
+#: Plain words YAML 1.1 (PyYAML's ``safe_load``) reads as booleans and null, in their exact spellings.
+_BOOLS = {
+    form: value
+    for word, value in (("yes", True), ("no", False), ("true", True), ("false", False), ("on", True), ("off", False))
+    for form in (word, word.capitalize(), word.upper())
+}
+_NULLS = frozenset({"", "~", "null", "Null", "NULL"})
+_DECIMAL = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
+#: Plain words PyYAML reads as anything else but a string: other integer forms, floats,
+#: timestamps, ``<<`` and ``=``. The reader refuses them (quoted, they are strings).
+_NOT_A_STRING = re.compile(
+    r"[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+"
+    r"|[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
+    r"|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)"
+    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    r"|[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}(?:[Tt]|[ \t]+)[0-9]{1,2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]*)?"
+    r"(?:[ \t]*(?:Z|[-+][0-9]{1,2}(?::[0-9]{2})?))?"
+    r"|<<|="
+)
+#: What YAML forbids in a document at all (PyYAML refuses it too).
+_NOT_PRINTABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_ESCAPES = {
+    "0": "\0",
+    "a": "\a",
+    "b": "\b",
+    "t": "\t",
+    "\t": "\t",
+    "n": "\n",
+    "v": "\v",
+    "f": "\f",
+    "r": "\r",
+    "e": "\x1b",
+    " ": " ",
+    '"': '"',
+    "/": "/",
+    "\\": "\\",
+    "N": "\x85",
+    "_": "\xa0",
+    "L": "\u2028",
+    "P": "\u2029",
+}
+_HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}
+_UNREAD = "flow collections with content, anchors (&), aliases (*), tags (!) and directives are not read"
 
 
 def parse_yaml(text: str) -> Yaml:
-    """Parse block-style YAML: nested mappings and ``-`` sequences of scalars, ``{}``, ``[]``.
+    """Parse the block-style YAML kubeconfig writers produce, as ``yaml.safe_load`` would, or raise :class:`YamlError`.
 
-    Scalars: plain (``true``/``false``/``null``, integers, else a string),
-    single- and double-quoted (with ``\\``-escapes in double quotes).
-    Comments, ``---`` and ``...`` are skipped. Anchors, tags, flow
-    collections with content and block scalars (``|``, ``>``) raise
-    :class:`YamlError`: kubeconfig writers do not produce them.
+    Read: one document (an optional ``---`` first, an optional ``...``
+    last); nested block mappings and ``-`` sequences (also at their key's
+    indent, as kubectl and PyYAML write them); ``{}`` and ``[]``; plain
+    scalars over several lines (what a writer folds at 80 columns), single-
+    and double-quoted scalars over several lines with YAML's folding and
+    every escape, literal (``|``) and folded (``>``) block scalars with
+    chomping and indentation indicators; comments. Plain words are read as
+    YAML 1.1 reads them: ``true``/``yes``/``on`` (and ``false``...) as
+    booleans, ``null``/``~``/nothing as None, decimal integers as ints, the
+    rest as strings.
+
+    Refused, with the line and the reason: flow collections with content,
+    anchors, aliases, tags, directives, ``?`` keys, a second document, tabs
+    outside quoted and block scalars, duplicate keys, keys that are not
+    strings, and plain words YAML 1.1 reads as anything but a string, an
+    int, a boolean or null (``1.5``, ``0x1f``, ``2026-01-31``, ``<<``:
+    quoted, they are strings). ``tests/unit/test_kubeconfig_yaml.py``
+    checks the reader against ``yaml.safe_load`` on what ``yaml.safe_dump``
+    and kubectl write.
     """
-    lines: list[tuple[int, int, str]] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        stripped = _strip_comment(raw).rstrip()
-        if not stripped.strip() or stripped.strip() in ("---", "..."):
-            continue
-        if "\t" in raw[: len(raw) - len(raw.lstrip())]:
-            raise YamlError(f"line {number}: tab in indentation")
-        lines.append((number, len(stripped) - len(stripped.lstrip(" ")), stripped.strip()))
-    if not lines:
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    text = text.replace("\r\n", "\n")
+    bad = _NOT_PRINTABLE.search(text) or re.search("[\r\x85\u2028\u2029]", text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        raise YamlError(
+            f"line {line}: character U+{ord(bad.group()):04X}: a control character or a line break "
+            "other than \\n (in a double-quoted value, write it as an escape)"
+        )
+    return _Reader(text.split("\n")).document()
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _is_marker(line: str) -> bool:
+    return line[:3] in ("---", "...") and line[3:4] in ("", " ", "\t")
+
+
+def _is_entry(content: str) -> bool:
+    return content == "-" or content[:2] in ("- ", "-\t")
+
+
+def _resolved(word: str, number: int) -> Yaml:
+    if word in _NULLS:
         return None
-    value, end = _block(lines, 0, lines[0][1])
-    if end != len(lines):
-        raise YamlError(f"line {lines[end][0]}: unexpected indentation")
-    return value
+    if word in _BOOLS:
+        return _BOOLS[word]
+    if _DECIMAL.fullmatch(word):
+        return int(word)
+    if _NOT_A_STRING.fullmatch(word):
+        raise YamlError(f"line {number}: {word!r} is a number, date or merge key to YAML 1.1 readers: quote it")
+    return word
 
 
-def _block(lines: list[tuple[int, int, str]], start: int, indent: int) -> tuple[Yaml, int]:
-    if lines[start][2].startswith("- ") or lines[start][2] == "-":
-        return _sequence(lines, start, indent)
-    return _mapping(lines, start, indent)
+class _Reader:
+    """One pass over a document's lines; ``self.i`` is the next line not yet read."""
 
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        self.i = 0
 
-def _sequence(lines: list[tuple[int, int, str]], start: int, indent: int) -> tuple[list[Any], int]:
-    items: list[Any] = []
-    i = start
-    while i < len(lines) and lines[i][1] == indent and (lines[i][2].startswith("- ") or lines[i][2] == "-"):
-        number, _, content = lines[i]
-        rest = content[1:].lstrip(" ")
-        if not rest:
-            if i + 1 < len(lines) and lines[i + 1][1] > indent:
-                value, i = _block(lines, i + 1, lines[i + 1][1])
-            else:
-                value, i = None, i + 1
-            items.append(value)
-            continue
-        if _mapping_key(rest) is not None:
-            # "- key: value" opens a mapping whose further keys align with "key".
-            inner = indent + (len(content) - len(rest))
-            value, i = _mapping(lines[:i] + [(number, inner, rest)] + lines[i + 1 :], i, inner)
-            items.append(value)
-            continue
-        items.append(_scalar(rest, number))
-        i += 1
-    return items, i
+    def error(self, index: int, message: str) -> YamlError:
+        return YamlError(f"line {index + 1}: {message}")
 
+    def peek(self) -> int | None:
+        """The index of the next line with content or a document marker (blank and comment lines skipped)."""
+        while self.i < len(self.lines):
+            line = self.lines[self.i]
+            body = line.lstrip(" ")
+            if "\t" in line[: len(line) - len(line.lstrip(" \t"))]:
+                raise self.error(self.i, "tab in indentation")
+            if body and not body.startswith("#"):
+                return self.i
+            self.i += 1
+        return None
 
-def _mapping(lines: list[tuple[int, int, str]], start: int, indent: int) -> tuple[dict[str, Any], int]:
-    result: dict[str, Any] = {}
-    i = start
-    while i < len(lines) and lines[i][1] == indent:
-        number, _, content = lines[i]
-        split = _mapping_key(content)
-        if split is None:
-            raise YamlError(f"line {number}: expected `key: value`")
-        key, rest = split
-        if key in result:
-            raise YamlError(f"line {number}: duplicate key {key!r}")
-        if rest:
-            result[key] = _scalar(rest, number)
-            i += 1
-        elif i + 1 < len(lines) and (
-            lines[i + 1][1] > indent or (lines[i + 1][1] == indent and lines[i + 1][2].startswith("- "))
-        ):
-            result[key], i = _block(lines, i + 1, lines[i + 1][1])
-        else:
-            result[key] = None
-            i += 1
-    return result, i
+    def next_content(self) -> int | None:
+        """:meth:`peek`, but None at a document marker (a node ends there)."""
+        index = self.peek()
+        return None if index is None or _is_marker(self.lines[index]) else index
 
+    def marker_line(self, index: int) -> None:
+        rest = self.lines[index][3:].strip(" \t")
+        if rest and not rest.startswith("#"):
+            raise self.error(index, f"text after {self.lines[index][:3]!r}: {rest[:20]!r}")
+        self.i = index + 1
 
-def _mapping_key(content: str) -> tuple[str, str] | None:
-    if content[:1] in ("'", '"'):
-        end = _quoted_end(content)
-        if end is None or content[end : end + 1] != ":" or content[end + 1 : end + 2] not in ("", " "):
+    def document(self) -> Yaml:
+        index = self.peek()
+        if index is not None and self.lines[index].startswith("%"):
+            raise self.error(index, _UNREAD)
+        if index is not None and self.lines[index].startswith("---") and _is_marker(self.lines[index]):
+            self.marker_line(index)
+        value = self.node(-1)
+        index = self.peek()
+        if index is not None and self.lines[index].startswith("...") and _is_marker(self.lines[index]):
+            self.marker_line(index)
+            index = self.peek()
+            if index is not None:
+                raise self.error(index, "more than one document (a kubeconfig is one)")
+        if index is not None:
+            if _is_marker(self.lines[index]):
+                raise self.error(index, "more than one document (a kubeconfig is one)")
+            raise self.error(
+                index, "unexpected indentation (no mapping or sequence of the lines above is at this indent)"
+            )
+        return value
+
+    def node(self, parent: int) -> Yaml:
+        """The node on the next content line when it is indented more than ``parent``, else None (an empty value)."""
+        index = self.next_content()
+        if index is None or _indent(self.lines[index]) <= parent:
             return None
-        return str(_scalar(content[:end], 0)), content[end + 1 :].strip()
-    if content[0] in "{[&*!|>%@`#,":
-        return None
-    colon = content.find(":")
-    while colon >= 0:  # a plain key ends at the first ":" followed by a space or the end
-        if colon + 1 == len(content) or content[colon + 1] == " ":
-            key = content[:colon].rstrip()
-            return (key, content[colon + 1 :].strip()) if key else None
-        colon = content.find(":", colon + 1)
-    return None
+        return self.node_at(index, parent)
 
+    def node_at(self, index: int, parent: int) -> Yaml:
+        column = _indent(self.lines[index])
+        content = self.lines[index][column:]
+        if _is_entry(content):
+            return self.sequence(column)
+        if content[:1] == "?" and content[1:2] in ("", " ", "\t"):
+            raise self.error(index, "`?` keys are not read")
+        if self.key(index, column) is not None:
+            return self.mapping(column)
+        return self.scalar(index, column, parent)
 
-def _quoted_end(content: str) -> int | None:
-    quote, i = content[0], 1
-    while i < len(content):
-        if quote == '"' and content[i] == "\\":
-            i += 2
-            continue
-        if content[i] == quote:
-            if quote == "'" and content[i + 1 : i + 2] == "'":
-                i += 2
+    def sequence(self, column: int) -> list[Any]:
+        items: list[Any] = []
+        while True:
+            index = self.next_content()
+            if index is None:
+                return items
+            line = self.lines[index]
+            if _indent(line) != column or not _is_entry(line[column:]):
+                return items
+            rest = line[column + 1 :]
+            if not rest.strip(" ") or rest.lstrip(" ").startswith("#"):
+                self.i = index + 1
+                items.append(self.node(column))
                 continue
-            return i + 1
-        i += 1
-    return None
+            if rest.startswith("\t") or "\t" in rest[: len(rest) - len(rest.lstrip(" \t"))]:
+                raise self.error(index, "tab after `-`")
+            self.lines[index] = " " * (column + 1) + rest  # the item's own node, at its own column
+            items.append(self.node_at(index, column))
 
-
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", '"': '"', "\\": "\\", "/": "/", " ": " "}
-
-
-def _scalar(text: str, number: int) -> Yaml:
-    if text in ("{}", "[]"):
-        return {} if text == "{}" else []
-    if text[0] in "{[&*!|>%@`":
-        raise YamlError(f"line {number}: {text[:20]!r}: flow collections, anchors, tags, block scalars unsupported")
-    if text[0] in ("'", '"'):
-        if _quoted_end(text) != len(text):
-            raise YamlError(f"line {number}: unterminated or trailing text after {text[:20]!r}")
-        body = text[1:-1]
-        if text[0] == "'":
-            return body.replace("''", "'")
-        out, i = [], 0
-        while i < len(body):
-            if body[i] != "\\":
-                out.append(body[i])
-                i += 1
+    def mapping(self, column: int) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        while True:
+            index = self.next_content()
+            if index is None:
+                return result
+            line = self.lines[index]
+            if _indent(line) != column or _is_entry(line[column:]):
+                return result
+            split = self.key(index, column)
+            if split is None:
+                raise self.error(index, "expected `key: value` (or a value's line is indented less than its key)")
+            key, start = split
+            if key in result:
+                raise self.error(index, f"duplicate key {key!r}")
+            rest = line[start:]
+            if rest and not rest.startswith("#"):
+                result[key] = self.scalar(index, start, column)
                 continue
-            code = body[i + 1 : i + 2]
-            if code in _ESCAPES:
-                out.append(_ESCAPES[code])
-                i += 2
-            elif code in ("x", "u", "U"):
-                width = {"x": 2, "u": 4, "U": 8}[code]
-                try:
-                    out.append(chr(int(body[i + 2 : i + 2 + width], 16)))
-                except ValueError:
-                    raise YamlError(f"line {number}: bad escape in {text[:20]!r}") from None
-                i += 2 + width
+            self.i = index + 1
+            below = self.next_content()
+            if below is not None and _indent(self.lines[below]) == column and _is_entry(self.lines[below][column:]):
+                result[key] = self.sequence(column)  # a sequence at its key's indent
             else:
-                raise YamlError(f"line {number}: unsupported escape \\{code}")
-        return "".join(out)
-    if text in _PLAIN_WORDS or text.lower() in ("true", "false", "null"):
-        return _PLAIN_WORDS[text.lower()]
-    if re.fullmatch(r"[-+]?[0-9]+", text):
-        return int(text)
-    return text
+                result[key] = self.node(column)
+
+    def key(self, index: int, column: int) -> tuple[str, int] | None:
+        """(key, column where its value starts) when the line at ``column`` opens with ``key:``, else None."""
+        line = self.lines[index]
+        content = line[column:]
+        if content[:1] in ("'", '"'):
+            saved = self.i
+            key, end_index, end = self.quoted(index, column)
+            self.i = saved
+            after = line[end:].lstrip(" ")
+            if end_index != index or after[:1] != ":" or after[1:2] not in ("", " ", "\t"):
+                return None
+            start = len(line) - len(after) + 1
+        else:
+            position = 0
+            while position < len(content):
+                char = content[position]
+                if char == "#" and position and content[position - 1] in " \t":
+                    return None
+                if char == ":" and content[position + 1 : position + 2] in ("", " ", "\t"):
+                    break
+                position += 1
+            else:
+                return None
+            word = content[:position].rstrip(" ")
+            if not word or not _plain_start(word):
+                return None  # not a key: the value reader says why
+            if "\t" in word:
+                raise self.error(index, "tab in a key")
+            resolved = _resolved(word, index + 1)
+            if not isinstance(resolved, str):
+                raise self.error(index, f"key {word!r} is not a string to YAML 1.1 readers: quote it")
+            key, start = resolved, column + position + 1
+        rest = line[start:]
+        if rest.lstrip(" ").startswith("\t"):
+            raise self.error(index, "tab after `:`")
+        return key, len(line) - len(rest.lstrip(" "))
+
+    def _unread(self, index: int, text: str) -> NoReturn:
+        raise self.error(index, f"{text[:20]!r}: {_UNREAD}")
+
+    def scalar(self, index: int, column: int, parent: int) -> Yaml:
+        """The scalar whose text starts at ``column`` of line ``index``; lines below it belong to it when indented more than ``parent``."""
+        text = self.lines[index][column:]
+        if text[0] in "|>":
+            return self.block(index, column, parent)
+        if text[0] in "'\"":
+            value, end_index, end = self.quoted(index, column)
+            after = self.lines[end_index][end:].lstrip(" ")
+            if after and not after.startswith("#"):
+                raise self.error(end_index, f"text after a quoted value: {after[:20]!r}")
+            self.i = end_index + 1
+            return value
+        if text[:2] in ("{}", "[]") and (not text[2:].strip(" ") or text[2:].lstrip(" ").startswith("#")):
+            self.i = index + 1
+            return {} if text[0] == "{" else []
+        if not _plain_start(text):
+            if text[0] in "-?:":
+                raise self.error(index, f"{text[:20]!r}: `{text[0]} ` where a value was expected")
+            self._unread(index, text)
+        return self.plain(index, column, parent)
+
+    def plain(self, index: int, column: int, parent: int) -> Yaml:
+        """A plain scalar, folded over its continuation lines (indented more than ``parent``)."""
+        words: list[str] = []
+        text, breaks = self.lines[index][column:], 0
+        while True:
+            comment = re.search(r"[ \t]#", text)
+            part = (text[: comment.start()] if comment else text).rstrip(" ")
+            if "\t" in part:
+                raise self.error(index, "tab in a plain value (quote the value)")
+            if ": " in part or part.endswith(":"):
+                raise self.error(index, f"{part[:40]!r}: `: ` in a plain value (quote the value)")
+            words.append(("\n" * breaks if breaks else " ") + part if words else part)
+            if comment:
+                break
+            below, breaks = index + 1, 0
+            while below < len(self.lines) and not self.lines[below].strip(" "):
+                below, breaks = below + 1, breaks + 1
+            if below >= len(self.lines) or _is_marker(self.lines[below]):
+                break
+            line = self.lines[below]
+            if _indent(line) <= parent or line.lstrip(" ").startswith("#"):
+                break
+            if line[_indent(line)] == "\t":
+                raise self.error(below, "tab in indentation")
+            index, text = below, line[_indent(line) :]
+        self.i = index + 1
+        value = "".join(words)
+        return _resolved(value, index + 1) if "\n" not in value else value
+
+    def quoted(self, index: int, column: int) -> tuple[str, int, int]:
+        """A quoted scalar from ``column`` of line ``index``: (value, line index and column after its closing quote)."""
+        lines = self.lines
+        quote = lines[index][column]
+        double = quote == '"'
+        out: list[str] = []
+        spaces: list[str] = []  # literal blanks not yet known to be inside the line
+        position = column + 1
+        while True:
+            text = lines[index]
+            escaped_break = False
+            while position < len(text):
+                char = text[position]
+                if char in " \t":
+                    spaces.append(char)
+                    position += 1
+                    continue
+                out += spaces
+                spaces = []
+                if char == quote:
+                    if not double and text[position + 1 : position + 2] == "'":
+                        out.append("'")
+                        position += 2
+                        continue
+                    return "".join(out), index, position + 1
+                if double and char == "\\":
+                    code = text[position + 1 : position + 2]
+                    if not code:
+                        escaped_break = True
+                        position += 1
+                        break
+                    if code in _ESCAPES:
+                        out.append(_ESCAPES[code])
+                        position += 2
+                        continue
+                    width = _HEX_ESCAPES.get(code)
+                    digits = text[position + 2 : position + 2 + width] if width else ""
+                    if not width or len(digits) != width or not re.fullmatch(r"[0-9A-Fa-f]+", digits):
+                        raise self.error(index, f"unknown escape \\{code}{digits} in a double-quoted value")
+                    try:
+                        out.append(chr(int(digits, 16)))
+                    except ValueError:
+                        raise self.error(index, f"escape \\{code}{digits} is no character") from None
+                    position += 2 + width
+                    continue
+                out.append(char)
+                position += 1
+            spaces = []  # blanks before a line break are not part of the value
+            breaks = 0
+            index += 1
+            while True:
+                if index >= len(lines):
+                    raise self.error(index - 1, f"the {quote}-quoted value does not end")
+                if _is_marker(lines[index]):
+                    raise self.error(index, "a document marker inside a quoted value")
+                if lines[index].strip(" \t"):
+                    break
+                breaks += 1
+                index += 1
+            if escaped_break:
+                out.append("\n" * breaks)
+            else:
+                out.append("\n" * breaks if breaks else " ")
+            position = len(lines[index]) - len(lines[index].lstrip(" \t"))
+
+    def block(self, index: int, column: int, parent: int) -> str:
+        """A literal (``|``) or folded (``>``) block scalar, as YAML 1.1 reads it (PyYAML's folding)."""
+        lines = self.lines
+        header = lines[index][column:]
+        match = re.match(r"([|>])(?:([-+])([1-9])?|([1-9])([-+])?)?(?=$| )", header)
+        rest = header[match.end() :].strip(" ") if match else ""
+        if not match or (rest and not rest.startswith("#")):
+            raise self.error(index, f"{header[:20]!r}: a block scalar's header is `|` or `>`, then `-`/`+` and a digit")
+        folded = match.group(1) == ">"
+        chomp = match.group(2) or match.group(5)
+        increment = match.group(3) or match.group(4)
+        minimum = max(parent + 1, 1)
+        last = len(lines) - 1  # the last line has no line break after it
+
+        def is_break(i: int, width: int | None) -> bool:
+            return i < last and not lines[i].strip(" ") and (width is None or len(lines[i]) <= width)
+
+        below = index + 1
+        breaks: list[str] = []
+        if increment is None:
+            widest = 0
+            while is_break(below, None):
+                widest = max(widest, len(lines[below]))
+                breaks.append("\n")
+                below += 1
+            if below <= last:
+                widest = max(widest, _indent(lines[below]) if lines[below].strip(" ") else len(lines[below]))
+            indent = max(minimum, widest)
+        else:
+            indent = minimum + int(increment) - 1
+            while is_break(below, indent):
+                breaks.append("\n")
+                below += 1
+
+        def is_content(i: int) -> bool:
+            return i <= last and lines[i][:indent] == " " * indent and len(lines[i]) > indent
+
+        chunks: list[str] = []
+        line_break = ""
+        while is_content(below):
+            chunks += breaks
+            leading_non_space = lines[below][indent] not in " \t"
+            chunks.append(lines[below][indent:])
+            line_break = "\n" if below < last else ""
+            below += 1
+            breaks = []
+            while is_break(below, indent):
+                breaks.append("\n")
+                below += 1
+            if not is_content(below):
+                break
+            if folded and line_break == "\n" and leading_non_space and lines[below][indent] not in " \t":
+                if not breaks:
+                    chunks.append(" ")
+            else:
+                chunks.append(line_break)
+        if chomp != "-":
+            chunks.append(line_break)
+        if chomp == "+":
+            chunks += breaks
+        self.i = below
+        return "".join(chunks)
 
 
-def _strip_comment(line: str) -> str:
-    """``line`` without a trailing ``# comment`` (a ``#`` that starts the line or follows a space, outside quotes)."""
-    quote: str | None = None
-    i = 0
-    while i < len(line):
-        char = line[i]
-        if quote:
-            if quote == '"' and char == "\\":
-                i += 1
-            elif char == quote and quote == "'" and line[i + 1 : i + 2] == "'":
-                i += 1
-            elif char == quote:
-                quote = None
-        elif char in ("'", '"') and (i == 0 or line[i - 1] in " -:[{,"):
-            quote = char
-        elif char == "#" and (i == 0 or line[i - 1] in " \t"):
-            return line[:i]
-        i += 1
-    return line
+def _plain_start(text: str) -> bool:
+    """Whether a plain scalar may start with ``text`` (YAML's rule in block context)."""
+    first, second = text[0], text[1:2]
+    if first in "-?:":
+        return second not in ("", " ", "\t")
+    return first not in ",[]{}#&*!|>'\"%@`"
