@@ -31,13 +31,13 @@ import gc
 import ipaddress
 import json
 import re
+from typing import TYPE_CHECKING
 
 from ranktable.frozen import field as record_field
 from ranktable.frozen import record
 from ranktable.levels import DeviceLevel
 from ranktable.registration import REGISTERED_ANNOTATION as REGISTERED_ANNOTATION
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any, Final, Literal
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ranktable.clusterspec import (
     PLACEHOLDER_DEVICE_IPS,
@@ -54,7 +55,6 @@ from ranktable.clusterspec import (
 from ranktable.frozen import record
 from ranktable.levels import LevelError, parse_levels
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any, Final
 

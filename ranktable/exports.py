@@ -15,6 +15,7 @@ names; torchrun replaces ``RANK``/``WORLD_SIZE`` for its children.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from ranktable.clusterspec import ClusterSpec
 from ranktable.frozen import record
@@ -25,7 +26,6 @@ from ranktable.paddleenv import paddle_env
 from ranktable.tfconfig import tf_config
 from ranktable.torchenv import torch_env, torchrun_env
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Final
 

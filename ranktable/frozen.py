@@ -1,14 +1,14 @@
 """Frozen records: what ``@dataclass(frozen=True)`` gives the launcher's classes, without importing ``dataclasses``.
 
-Why this exists: every training container starts the launcher, and when a
-job's eight containers start at once on a two-core node, the launcher's CPU
-at start *is* the job's discovery overhead (issue 24). Importing
-``dataclasses`` (it loads ``inspect``, ``ast``, ``dis``, ``tokenize``...)
-cost 16 ms of CPU on the dev node, and decorating the launcher's fourteen
-classes 8 ms more, of a start of about 75 ms
-(``python3 -I -S -c "import dataclasses"`` against ``-c pass``, 30 runs,
-CPU from ``wait4``). :func:`record` does the part those classes use in a
-fraction of that.
+Why this exists: every training container starts the launcher, and the
+launcher's start is part of the job's discovery time. ``dataclasses``
+loads ``inspect`` (and ``ast``, ``dis``, ``tokenize``...) and decorating
+the launcher's classes with it costs more again: together more than the
+10 ms of wall time per launcher start the rule in CONTRIBUTING.md asks of a
+stand-in (the figures: docs/performance.md, "Stand-ins for standard
+modules"). :func:`record` does the part those classes use.
+``tests/unit/test_frozen.py`` checks it against ``dataclasses`` on
+generated classes.
 
 ``@record`` on a class whose fields are annotated in its body (with
 ``from __future__ import annotations``: only the names are read) adds
@@ -31,7 +31,8 @@ checkers see these classes as frozen dataclasses (PEP 681's
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing is not imported at run time: the launcher's start pays for every module
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from typing import Any, Callable, TypeVar, dataclass_transform
 

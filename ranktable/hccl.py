@@ -39,6 +39,7 @@ ascend-operator's initializing tables (no ``server_list``).
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from ranktable import hccl_table10, hccl_table20, hccl_v1, hccl_v2
 from ranktable.clusterspec import (
@@ -51,7 +52,6 @@ from ranktable.clusterspec import (
     validate_spec,
 )
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any, Final
 

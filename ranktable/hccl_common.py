@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ranktable.clusterspec import (
     PLACEHOLDER_DEVICE_IPS,
     STATUS_COMPLETED,
@@ -14,7 +16,6 @@ from ranktable.clusterspec import (
     uint_string,
 )
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any
 

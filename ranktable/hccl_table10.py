@@ -51,10 +51,11 @@ Where ring-controller differs from ascend-operator (deliberately):
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ranktable import hccl_common, hccl_v2
 from ranktable.clusterspec import STATUS_COMPLETED, ClusterSpec, Member, SpecError, uint_string
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any, Final
 

@@ -33,11 +33,12 @@ annotation's ``levelList`` by ascend-operator's rules:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ranktable import hccl_common
 from ranktable.clusterspec import STATUS_COMPLETED, ClusterSpec, Device, SpecError
 from ranktable.levels import NetElement
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any, Final
 

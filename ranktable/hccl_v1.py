@@ -24,10 +24,11 @@ both give the same table, for several tasks ours is the consistent one.)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ranktable import hccl_common
 from ranktable.clusterspec import STATUS_COMPLETED, ClusterSpec, SpecError, check_server_id
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any
 

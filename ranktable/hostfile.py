@@ -21,10 +21,10 @@ line with their slots added, since MPI counts slots per host.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from ranktable.clusterspec import ClusterSpec, require_completed
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Final, Literal
 

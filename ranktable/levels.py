@@ -25,9 +25,10 @@ decoder does.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ranktable.frozen import record
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any
 

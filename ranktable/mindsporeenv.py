@@ -25,9 +25,10 @@ One worker process per pod: ``MS_WORKER_NUM`` counts worker pods and
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ranktable.clusterspec import ClusterSpec, SpecError, member_for_pod, require_completed
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Final
 

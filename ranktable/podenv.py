@@ -10,8 +10,8 @@ pod the fallbacks below apply. Pure stdlib, so it lives in the lowest layer.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Final
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 import ipaddress
 import json
 import time
+from typing import TYPE_CHECKING
 
 from ranktable.frozen import record
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any
 

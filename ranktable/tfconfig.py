@@ -36,10 +36,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from ranktable.clusterspec import KNOWN_ROLES, SINGLETON_ROLES, ClusterSpec, SpecError, member_for_pod
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any
 

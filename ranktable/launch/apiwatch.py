@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import TYPE_CHECKING
 
 from ranktable.backoff import Backoff
 from ranktable.launch.kubeapi import CONNECT_TIMEOUT, ApiStatusError, KubeClient, quote
@@ -67,7 +68,6 @@ from ranktable.launch.wait import Log, Observation, observation_from_configmap, 
 from ranktable.registration import pod_path, registration_patch
 from ranktable.stored import write_rank_table
 
-TYPE_CHECKING = False  # typing is not imported at run time: the launcher's start pays for every module
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from typing import Any, Final

@@ -3,13 +3,13 @@
 With ``--register`` (or ``$RING_REGISTER``) the launcher's PATCH of its own
 pod (:mod:`ranktable.registration`) is what the controller waits for, so
 the time from process start to that PATCH is the job's discovery overhead.
-Most of it used to be imports: ``argparse``, ``dataclasses`` (and
+Most of it used to be imports: ``dataclasses`` (and
 ``inspect``), ``http.client`` (and the ``email`` package), the spec and
 framework modules, none of which the PATCH needs. Eight launchers starting
 at once on a two-core node pay that eight times over.
 
 So :func:`ranktable.launch.pyzmain.run` calls :func:`start` first. It reads the
-command line without argparse (:func:`ranktable.launch.launchopts.parsed_without_argparse`),
+command line as ``main`` will (:func:`ranktable.launch.launchopts.parsed_quietly`),
 loads the client configuration (:mod:`ranktable.launch.kubeconfig`), opens the TLS
 connection and writes the PATCH (:meth:`ranktable.launch.kubeapi.KubeClient.send_first`),
 all on ``os``, ``_socket``, ``_ssl``, ``json`` and ``ipaddress``, and returns
@@ -20,8 +20,8 @@ once, failed), and lists and watches the spec ConfigMap on the same
 connection.
 
 :func:`start` sends nothing, and ``main`` registers the ordinary way, when
-anything is out of the plain case: a command line :mod:`~ranktable.launch.launchopts`
-does not read exactly or on which ``main`` would stop with a usage error, no
+anything is out of the plain case: a command line on which ``main`` would
+stop (``--help``, a usage error), no
 ``--from-api``, no registration asked for, no namespace or ConfigMap name,
 no ``$POD_IP``, a configuration or connection problem. ``main`` then meets
 the same condition and reports it with the message and exit code it always
@@ -61,7 +61,7 @@ class Early:
 
 def start(argv: list[str], *, started: float | None = None) -> Early | None:
     """Send this launcher's registration now if ``argv`` asks for it and nothing stands in the way (see above)."""
-    args = launchopts.parsed_without_argparse(argv)  # what main will read (argparse agrees, or this is None)
+    args = launchopts.parsed_quietly(argv)  # what main will read, or None where main stops first
     if args is None or args.install is not None or not args.from_api:
         return None
     if not launchopts.register_requested(args.register):

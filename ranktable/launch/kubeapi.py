@@ -47,10 +47,10 @@ import io
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from ranktable.launch.kubeconfig import ApiConfigError, ClientConfig
 
-TYPE_CHECKING = False  # typing is not imported at run time: the launcher's start pays for every module
 if TYPE_CHECKING:
     import socket
     import ssl

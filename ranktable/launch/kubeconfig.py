@@ -39,10 +39,10 @@ import json
 import os
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ranktable.frozen import record
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any, NoReturn, Union
 

@@ -40,10 +40,10 @@ packs :mod:`ranktable` into one file, ``dist/ring-launch.pyz``
 as ``python3 ring-launch.pyz -- CMD``; the package's ``ring-launch`` console
 script runs this same module. ``--from-api`` loads :mod:`ranktable.launch.apiwatch`
 (its own HTTP/1.1 on ``_socket`` and ``_ssl``) only when used, which keeps a
-file-mode start fast. A start loads no ``argparse`` for a plain command line
-(:func:`ranktable.launch.launchopts.parsed_without_argparse`), no ``dataclasses`` or
-``typing`` (:mod:`ranktable.frozen`), no ``tempfile``: the modules
-tests/support/launcherpyz.py ``HEAVY`` names.
+file-mode start fast. A start loads no ``dataclasses`` (:mod:`ranktable.frozen`):
+the modules tests/support/launcherpyz.py ``HEAVY`` names. Other standard
+modules are used as they are (the rule in CONTRIBUTING.md: a stand-in stays
+only where it saves 10 ms of wall time for one launcher starting alone).
 ``--install DIR`` (the pyz only) copies the running file into ``DIR``,
 verified and atomically, for an init container.
 
@@ -62,13 +62,13 @@ import json
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from ranktable.clusterspec import CONFIGMAP_PREFIX, PodNotInSpec, SpecError
 from ranktable.exports import frameworks_text, member_env
 from ranktable.hostfile import FILE_NAMES, hostfile_text
 from ranktable.launch import exitcodes, launchopts, pyzfile
 from ranktable.launch.wait import (
-    DEFAULT_POLL_INTERVAL,
     FileSource,
     Ready,
     Source,
@@ -82,10 +82,8 @@ from ranktable.registration import started_text
 from ranktable.stored import rank_table_file as rank_table_file_for
 from ranktable.stored import replace_file, temp_dir
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     import argparse
-    from types import SimpleNamespace
     from typing import Final
 
     from ranktable.launch.apiwatch import ApiSource
@@ -140,90 +138,11 @@ otherwise CMD's own exit code (128+N for signal N)."""
 
 
 def _parser() -> argparse.ArgumentParser:
-    """``ring-launch``'s argparse parser: for ``--help``, usage errors and command lines
-    :func:`ranktable.launch.launchopts.parsed_without_argparse` leaves to it."""
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="ring-launch",
-        usage="ring-launch [options] -- CMD [ARG ...]\n       ring-launch [options] --print env|json|hostfile",
-        description=(
-            "Wait for this pod's completed cluster spec, export every framework's variables "
-            "(TF_CONFIG, torch, JAX, Paddle, MindSpore, MPI hostfiles), exec or supervise CMD."
-        ),
+    """``ring-launch``'s argparse parser, with the frameworks and exit codes at the end of ``--help``."""
+    return launchopts.parser(
         epilog=_EPILOG
-        % (frameworks_text(), "; ".join(f"{code} {what}" for code, what in sorted(exitcodes.TABLE.items()))),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        % (frameworks_text(), "; ".join(f"{code} {what}" for code, what in sorted(exitcodes.TABLE.items())))
     )
-    parser.add_argument(
-        "--config-dir",
-        default=None,
-        help="directory holding cluster.json, the mounted ConfigMap (env RING_CONFIG_DIR, default /etc/ring-config)",
-    )
-    parser.add_argument(
-        "--timeout", type=float, default=None, help="seconds to wait before giving up (env RING_TIMEOUT, default 600)"
-    )
-    parser.add_argument(
-        "--poll-interval",
-        type=float,
-        default=DEFAULT_POLL_INTERVAL,
-        help=f"seconds between reads of the file (default {DEFAULT_POLL_INTERVAL:g})",
-    )
-    parser.add_argument("--pod", default=None, help="this pod's name (default: $POD_NAME, else $HOSTNAME)")
-    parser.add_argument("--from-api", action="store_true", help="watch the ConfigMap through the API server")
-    parser.add_argument(
-        "--register",
-        action="store_true",
-        default=None,
-        help="API mode: register this launcher on its own pod at start (annotation ring-controller.io/registered, "
-        "with $POD_IP) so a job opted into self-registration completes before the kubelet reports the pod Running; "
-        "needs the grant in build/launcher-rbac.yaml, else it says so once and waits as usual (env RING_REGISTER=1)",
-    )
-    parser.add_argument(
-        "--namespace", default=None, help="API mode: namespace (default: $POD_NAMESPACE, else the service account's)"
-    )
-    parser.add_argument(
-        "--configmap",
-        default=None,
-        help="API mode: ConfigMap name (default: $RING_CONFIGMAP, else rings-config-$RING_JOB_NAME)",
-    )
-    parser.add_argument(
-        "--kubeconfig", default=None, help="API mode: kubeconfig file (default: in-cluster, else $KUBECONFIG)"
-    )
-    parser.add_argument(
-        "--hostfile-dir",
-        default=None,
-        help="directory the MPI hostfiles are written to (env RING_HOSTFILE_DIR, default $TMPDIR/ring-launch)",
-    )
-    parser.add_argument(
-        "--print",
-        dest="print_as",
-        choices=("env", "json", "hostfile"),
-        default=None,
-        help="wait, print what would be exported (env: shell-quoted KEY=value lines; json; hostfile), exit 0",
-    )
-    parser.add_argument(
-        "--install",
-        metavar="DIR",
-        default=None,
-        help="the .pyz only: copy this file into DIR (verified, atomic) and exit",
-    )
-    parser.add_argument(
-        "--supervise", action="store_true", help="stay the parent: restart CMD in place when the membership changes"
-    )
-    parser.add_argument(
-        "--grace-period",
-        type=float,
-        default=DEFAULT_GRACE,
-        help=f"--supervise: seconds between SIGTERM and SIGKILL of CMD (default {DEFAULT_GRACE:g})",
-    )
-    parser.add_argument(
-        "--max-restarts",
-        type=int,
-        default=DEFAULT_MAX_RESTARTS,
-        help=f"--supervise: restarts allowed before giving up with exit 4 (default {DEFAULT_MAX_RESTARTS})",
-    )
-    return parser
 
 
 def launch_options(argv: list[str]) -> argparse.Namespace:
@@ -328,12 +247,10 @@ def main(argv: list[str] | None = None, *, early: Early | None = None) -> int:
         options, command = args_in[:split], args_in[split + 1 :]
     else:
         options, command = args_in, []
-    args: argparse.Namespace | SimpleNamespace | None = launchopts.parsed_without_argparse(args_in)
-    if args is None:  # anything but the plain case (which loads no argparse)
-        try:
-            args = _parser().parse_args(options)
-        except SystemExit as stop:  # --help, or a usage error argparse already printed
-            return int(stop.code or 0)
+    try:
+        args = _parser().parse_args(options)
+    except SystemExit as stop:  # --help, or a usage error argparse already printed
+        return int(stop.code or 0)
     if args.install is not None:
         return pyzfile.install(args.install, log=_log)
     try:

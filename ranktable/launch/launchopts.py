@@ -1,33 +1,25 @@
-"""``ring-launch``'s option rules that hold beyond argparse, and a reader of its command line without argparse.
+"""``ring-launch``'s command line: its argparse parser and the option rules that hold beyond argparse.
 
-:func:`ranktable.launch.launcher.main` parses the command line with argparse, then
-applies :func:`check_options` (the rules argparse cannot state) before it
-waits. The one-file launcher's early registration (:mod:`ranktable.launch.earlyreg`)
-must decide whether ``main`` would get as far as registering *before*
-argparse and the rest of the launcher are loaded: :func:`scan` reads the
-command line when every option in it is spelled out in full (``--opt VALUE``
-or ``--opt=VALUE``), :func:`parsed_without_argparse` converts it as argparse
-would, and the same :func:`check_options` then says whether ``main`` would
-stop with a usage error. Anything :func:`scan` does not read
-exactly (an abbreviation, ``-h``, an unknown option, a value that looks like
-an option) makes it answer None, and ``main`` alone decides, as always.
+:func:`ranktable.launch.launcher.main` parses the command line with
+:func:`parser`, then applies :func:`check_options` (the rules argparse
+cannot state) before it waits. The one-file launcher's early registration
+(:mod:`ranktable.launch.earlyreg`) reads the same command line the same way
+(:func:`parsed_quietly`) before the rest of the launcher is loaded, to decide
+whether ``main`` would get as far as registering.
 
-Standard library only and light (no ``argparse``, no ``typing``): the early
-registration pays for every module it imports before its PATCH. When the
-command line is read exactly, :func:`parsed_without_argparse` gives ``main``
-what argparse would, so the plain container command never loads argparse.
+``argparse`` is imported when a command line is parsed, not when this
+module is: :mod:`ranktable.launch.wait` and ``kubectl ring`` read only the
+defaults here.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
-if TYPE_CHECKING:  # not at run time: the early registration path must not load argparse
+if TYPE_CHECKING:
     import argparse
-    from typing import Union
 
 #: The variables that stand in for options (``ring-launch --help`` lists them all).
 TIMEOUT_ENV = "RING_TIMEOUT"
@@ -40,29 +32,8 @@ DEFAULT_POLL_INTERVAL = 0.5
 DEFAULT_GRACE = 10.0
 DEFAULT_MAX_RESTARTS = 10
 
-#: ``ring-launch``'s options that take a value, and those that do not (argparse's parser in
-#: :mod:`ranktable.launch.launcher` must accept exactly these; a unit test compares them).
-VALUED = frozenset(
-    {
-        "--config-dir",
-        "--timeout",
-        "--poll-interval",
-        "--pod",
-        "--namespace",
-        "--configmap",
-        "--kubeconfig",
-        "--hostfile-dir",
-        "--print",
-        "--install",
-        "--grace-period",
-        "--max-restarts",
-    }
-)
-FLAGS = frozenset({"--from-api", "--register", "--supervise"})
+#: ``--print``'s choices.
 PRINT_CHOICES = ("env", "json", "hostfile")
-
-if TYPE_CHECKING:
-    Scanned = dict[str, Union[str, bool]]
 
 
 class UsageError(ValueError):
@@ -114,7 +85,7 @@ def check_options(
     return seconds
 
 
-def check_parsed(args: argparse.Namespace | SimpleNamespace, command: Sequence[str]) -> float:
+def check_parsed(args: argparse.Namespace, command: Sequence[str]) -> float:
     """:func:`check_options` for the options argparse parsed (``ring-launch``'s parser) and ``command``."""
     return check_options(
         command=command,
@@ -127,84 +98,106 @@ def check_parsed(args: argparse.Namespace | SimpleNamespace, command: Sequence[s
     )
 
 
-def scan(argv: Sequence[str]) -> tuple[Scanned, list[str]] | None:
-    """``argv`` (after the program name) as ({option: value, flag: True}, command after ``--``), or None.
+def parser(*, epilog: str = "") -> argparse.ArgumentParser:
+    """``ring-launch``'s argparse parser (``epilog``: the end of ``--help``, which ``main`` fills in)."""
+    import argparse
 
-    None whenever argparse might read ``argv`` differently: an option that
-    is not spelled in full, ``-h``/``--help``, a positional word, a missing
-    value or one that starts with ``-``, an option given twice.
+    parser = argparse.ArgumentParser(
+        prog="ring-launch",
+        usage="ring-launch [options] -- CMD [ARG ...]\n       ring-launch [options] --print env|json|hostfile",
+        description=(
+            "Wait for this pod's completed cluster spec, export every framework's variables "
+            "(TF_CONFIG, torch, JAX, Paddle, MindSpore, MPI hostfiles), exec or supervise CMD."
+        ),
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--config-dir",
+        default=None,
+        help="directory holding cluster.json, the mounted ConfigMap (env RING_CONFIG_DIR, default /etc/ring-config)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=None, help="seconds to wait before giving up (env RING_TIMEOUT, default 600)"
+    )
+    parser.add_argument(
+        "--poll-interval",
+        type=float,
+        default=DEFAULT_POLL_INTERVAL,
+        help=f"seconds between reads of the file (default {DEFAULT_POLL_INTERVAL:g})",
+    )
+    parser.add_argument("--pod", default=None, help="this pod's name (default: $POD_NAME, else $HOSTNAME)")
+    parser.add_argument("--from-api", action="store_true", help="watch the ConfigMap through the API server")
+    parser.add_argument(
+        "--register",
+        action="store_true",
+        default=None,
+        help="API mode: register this launcher on its own pod at start (annotation ring-controller.io/registered, "
+        "with $POD_IP) so a job opted into self-registration completes before the kubelet reports the pod Running; "
+        "needs the grant in build/launcher-rbac.yaml, else it says so once and waits as usual (env RING_REGISTER=1)",
+    )
+    parser.add_argument(
+        "--namespace", default=None, help="API mode: namespace (default: $POD_NAMESPACE, else the service account's)"
+    )
+    parser.add_argument(
+        "--configmap",
+        default=None,
+        help="API mode: ConfigMap name (default: $RING_CONFIGMAP, else rings-config-$RING_JOB_NAME)",
+    )
+    parser.add_argument(
+        "--kubeconfig", default=None, help="API mode: kubeconfig file (default: in-cluster, else $KUBECONFIG)"
+    )
+    parser.add_argument(
+        "--hostfile-dir",
+        default=None,
+        help="directory the MPI hostfiles are written to (env RING_HOSTFILE_DIR, default $TMPDIR/ring-launch)",
+    )
+    parser.add_argument(
+        "--print",
+        dest="print_as",
+        choices=PRINT_CHOICES,
+        default=None,
+        help="wait, print what would be exported (env: shell-quoted KEY=value lines; json; hostfile), exit 0",
+    )
+    parser.add_argument(
+        "--install",
+        metavar="DIR",
+        default=None,
+        help="the .pyz only: copy this file into DIR (verified, atomic) and exit",
+    )
+    parser.add_argument(
+        "--supervise", action="store_true", help="stay the parent: restart CMD in place when the membership changes"
+    )
+    parser.add_argument(
+        "--grace-period",
+        type=float,
+        default=DEFAULT_GRACE,
+        help=f"--supervise: seconds between SIGTERM and SIGKILL of CMD (default {DEFAULT_GRACE:g})",
+    )
+    parser.add_argument(
+        "--max-restarts",
+        type=int,
+        default=DEFAULT_MAX_RESTARTS,
+        help=f"--supervise: restarts allowed before giving up with exit 4 (default {DEFAULT_MAX_RESTARTS})",
+    )
+    return parser
+
+
+def parsed_quietly(argv: Sequence[str]) -> argparse.Namespace | None:
+    """``argv`` (after the program name) as ``main`` reads it, or None where ``main`` would stop first.
+
+    None for ``--help`` and a usage error (argparse's or :func:`check_parsed`'s):
+    nothing is printed here, ``main`` says it. What follows ``--`` is the command.
     """
-    split = list(argv).index("--") if "--" in argv else len(argv)
-    words, command = list(argv[:split]), list(argv[split + 1 :])
-    options: Scanned = {}
-    i = 0
-    while i < len(words):
-        word = words[i]
-        name, eq, value = word.partition("=")
-        if name in FLAGS and not eq:
-            found: str | bool = True
-        elif name in VALUED and eq:
-            found = value
-        elif name in VALUED and i + 1 < len(words) and not words[i + 1].startswith("-"):
-            found = words[i + 1]
-            i += 1
-        else:
-            return None
-        if name in options:
-            return None
-        options[name] = found
-        i += 1
-    return options, command
+    import contextlib
+    import io
 
-
-#: What ``ring-launch``'s parser gives an option not on the command line (its
-#: ``dest`` -> default); the launcher's parser uses the same values.
-PARSED_DEFAULTS: dict[str, object] = {
-    "config_dir": None,
-    "timeout": None,
-    "poll_interval": DEFAULT_POLL_INTERVAL,
-    "pod": None,
-    "from_api": False,
-    "register": None,
-    "namespace": None,
-    "configmap": None,
-    "kubeconfig": None,
-    "hostfile_dir": None,
-    "print_as": None,
-    "install": None,
-    "supervise": False,
-    "grace_period": DEFAULT_GRACE,
-    "max_restarts": DEFAULT_MAX_RESTARTS,
-}
-_CONVERT = {"--timeout": float, "--poll-interval": float, "--grace-period": float, "--max-restarts": int}
-
-
-def parsed_without_argparse(argv: Sequence[str]) -> SimpleNamespace | None:
-    """``argv`` read as argparse would read it (the same attribute names, types and defaults), or None.
-
-    For the plain command line of a container (every option spelled out,
-    no usage error): ``main`` then neither imports ``argparse`` nor builds
-    its parser, about 5 ms of CPU of the launcher's start on the dev node,
-    and the early registration reads the same answer before the rest of
-    the launcher is loaded. None for anything :func:`scan` does not read
-    exactly, for a value argparse would refuse (a number that is not one, a
-    ``--print`` choice it does not offer) and for a line on which ``main``
-    would stop with a usage error (:func:`check_parsed`); ``main`` hands
-    those to argparse, as always.
-    """
-    scanned = scan(argv)
-    if scanned is None:
-        return None
-    options, command = scanned
-    if options.get("--print", PRINT_CHOICES[0]) not in PRINT_CHOICES:
-        return None
-    values = dict(PARSED_DEFAULTS)
+    words = list(argv)
+    split = words.index("--") if "--" in words else len(words)
     try:
-        for name, value in options.items():
-            dest = "print_as" if name == "--print" else name[2:].replace("-", "_")
-            values[dest] = _CONVERT[name](value) if name in _CONVERT else value
-        parsed = SimpleNamespace(**values)
-        check_parsed(parsed, command)
-    except ValueError:  # UsageError, or a number argparse would refuse
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            args = parser().parse_args(words[:split])
+        check_parsed(args, words[split + 1 :])
+    except (SystemExit, UsageError):
         return None
-    return parsed
+    return args

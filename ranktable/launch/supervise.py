@@ -53,13 +53,13 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ranktable.clusterspec import ClusterSpec, PodNotInSpec, SpecError
 from ranktable.frozen import record
 from ranktable.launch import exitcodes
 from ranktable.launch.wait import Identity, Judge, Log, Ready, Source, quiet
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Final, Union
 

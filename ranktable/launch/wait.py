@@ -50,6 +50,7 @@ import os
 import select
 import time
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from ranktable.clusterspec import (
     CLUSTER_FILE,
@@ -68,7 +69,6 @@ from ranktable.launch.launchopts import default_timeout as default_timeout
 from ranktable.podenv import POD_IP_ENV, POD_UID_ENV, pod_name
 from ranktable.stored import files_from_configmap, read_files, write_rank_table
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Any, Final, Protocol
 else:

@@ -10,14 +10,14 @@ stand-in would use it:
 
 * ``dataclasses``: ``ranktable/frozen.py``'s ``record`` is
   ``dataclasses.dataclass(frozen=True)`` (``field``, ``replace``,
-  ``FrozenInstanceError`` are dataclasses');
-* ``argparse``: ``main`` parses every command line with argparse (the plain
-  reader of ``launchopts`` is not asked);
-* ``tempfile``: ``ranktable/stored.py`` imports ``tempfile``; ``temp_dir`` is
-  ``tempfile.gettempdir`` and ``replace_file`` writes through ``mkstemp``;
-* ``typing``: every ``TYPE_CHECKING = False`` header is
-  ``from typing import TYPE_CHECKING``;
-* ``all``: the four at once (the launcher without any stand-in).
+  ``FrozenInstanceError`` are dataclasses').
+
+The stand-ins that failed the rule are gone from the tree, and with them
+their variants here: ``argparse`` (``main`` read a plain command line with
+a reader of its own), ``tempfile`` (``temp_dir``/``replace_file`` in
+``ranktable/stored.py``), ``typing`` (``TYPE_CHECKING = False`` headers).
+Their figures are in ``tests/bench/figures/standins.json``, measured at the
+commit it names (that commit's ``tests/bench/standins.py`` builds them).
 
 Each round starts every variant once, alone, in a shuffled order: ``PY -I -S
 VARIANT.pyz --config-dir DIR -- /bin/true`` against a completed spec of 8
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import shutil
 import statistics
 import subprocess
@@ -71,78 +70,14 @@ def fields(obj_or_class):
     return tuple(f.name for f in _fields(obj_or_class))
 '''
 
-_STORED_WITH_TEMPFILE = """
-
-# --- bench variant: temp_dir and replace_file on tempfile ---
-import tempfile as _tempfile
-
-
-def temp_dir():
-    return _tempfile.gettempdir()
-
-
-def replace_file(path, content, *, mode=0o644):
-    fd, tmp = _tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=f".{os.path.basename(path)}.")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content)
-            os.fchmod(handle.fileno(), mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-"""
-
-
-def _edit(path: Path, old: str, new: str, *, count: int = 1) -> None:
-    text = path.read_text(encoding="utf-8")
-    found = text.count(old)
-    if found != count and count != 0:
-        raise RuntimeError(f"bench variant: expected {count} of {old!r} in {path}, found {found}")
-    if count == 0 and not found:
-        raise RuntimeError(f"bench variant: no {old!r} in {path}")
-    path.write_text(text.replace(old, new), encoding="utf-8")
-
 
 def _with_dataclasses(tree: Path) -> None:
     (tree / "ranktable" / "frozen.py").write_text(_FROZEN_WITH_DATACLASSES, encoding="utf-8")
 
 
-def _with_argparse(tree: Path) -> None:
-    _edit(
-        tree / "ranktable" / "launch" / "launcher.py",
-        "launchopts.parsed_without_argparse(args_in)",
-        "None",
-    )
-
-
-def _with_tempfile(tree: Path) -> None:
-    stored = tree / "ranktable" / "stored.py"
-    stored.write_text(stored.read_text(encoding="utf-8") + _STORED_WITH_TEMPFILE, encoding="utf-8")
-
-
-def _with_typing(tree: Path) -> None:
-    pattern = re.compile(r"^TYPE_CHECKING = False\b.*$", re.MULTILINE)
-    changed = 0
-    for path in sorted((tree / "ranktable").rglob("*.py")):
-        text = path.read_text(encoding="utf-8")
-        new, n = pattern.subn("from typing import TYPE_CHECKING", text)
-        if n:
-            path.write_text(new, encoding="utf-8")
-            changed += n
-    if not changed:
-        raise RuntimeError("bench variant: no `TYPE_CHECKING = False` header found")
-
-
 #: Variant name -> how its tree differs from the work tree's.
 VARIANTS: dict[str, Callable[[Path], None]] = {
     "dataclasses": _with_dataclasses,
-    "argparse": _with_argparse,
-    "tempfile": _with_tempfile,
-    "typing": _with_typing,
 }
 
 
@@ -152,7 +87,8 @@ def build_variants(work: Path) -> dict[str, Path]:
     out: dict[str, Path] = {}
     recipes: dict[str, list[Callable[[Path], None]]] = {"as-is": []}
     recipes.update({name: [edit] for name, edit in VARIANTS.items()})
-    recipes["all"] = list(VARIANTS.values())
+    if len(VARIANTS) > 1:
+        recipes["all"] = list(VARIANTS.values())
     for name, edits in recipes.items():
         tree = work / f"tree-{name}"
         shutil.copytree(REPO / "ranktable", tree / "ranktable", ignore=shutil.ignore_patterns("__pycache__"))

@@ -352,7 +352,7 @@ EARLY_PROBE = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from ranktable.launch import earlyreg
-HEAVY = ("argparse", "dataclasses", "inspect", "http.client", "email", "ranktable.launch.launcher", "ranktable.clusterspec")
+HEAVY = ("dataclasses", "inspect", "http.client", "email", "ranktable.launch.launcher", "ranktable.clusterspec")
 early = earlyreg.start(sys.argv[2:])
 print(json.dumps({"sent": early is not None, "loaded": [m for m in HEAVY if m in sys.modules]}), flush=True)
 sys.stdin.readline()
@@ -361,7 +361,7 @@ print(json.dumps({"answered": True, "kept": early.client._conn is not None}), fl
 """
 
 
-def test_the_one_file_launcher_registers_before_it_loads_argparse_http_client_or_the_spec_code(
+def test_the_one_file_launcher_registers_before_it_loads_http_client_or_the_spec_code(
     k8s: Any, kubeconfig: Path, namespace: str, launcher_grant: str, tmp_path: Path
 ) -> None:
     pod = _pod(k8s, namespace, "worker-0", launcher_grant)

@@ -8,6 +8,7 @@ The views must agree with the controller: the ConfigMaps here are written by
 from __future__ import annotations
 
 import json
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -239,6 +240,7 @@ def test_pod_env_is_what_ring_launch_prints_for_the_same_files(
         (config / key).write_text(value, encoding="utf-8")
     hosts = tmp_path / "hosts"
     monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # tempfile caches its choice
     for pod in pods:
         pod["spec"]["containers"][0]["env"] = [{"name": "RING_HOSTFILE_DIR", "value": str(hosts)}]
         result = pod_env(pod, cm, where="ConfigMap ns/rings-config-j")

@@ -139,6 +139,7 @@ def test_the_compressed_form_gets_a_local_copy_of_the_table(tmp_path: Path, monk
     assert source.rank_table_path("{}") == str(tmp_path / "v" / "hccl.json")
     volume.publish(dict(pack(FILES, limit=1000).binary_data))
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # tempfile caches its choice
     (tmp_path / "tmp").mkdir()
     local = source.rank_table_path(FILES["hccl.json"])
     assert Path(local).parent.parent == tmp_path / "tmp" and Path(local).read_text() == FILES["hccl.json"]
@@ -305,23 +306,12 @@ def test_kubectl_ring_describe_names_the_compressed_form_and_its_sizes() -> None
     assert _stored_note(None) == ""
 
 
-def test_temp_dir_is_the_first_usable_candidate_in_tempfiles_order(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    (tmp_path / "a-file").write_text("")
+def test_temp_dir_is_tempfiles_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "usable").mkdir()
-    (tmp_path / "second").mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp_path / "not-there"))
-    monkeypatch.setenv("TEMP", str(tmp_path / "a-file"))
-    monkeypatch.setenv("TMP", str(tmp_path / "usable"))
+    monkeypatch.setenv("TEMP", str(tmp_path / "usable"))
     monkeypatch.setattr(tempfile, "tempdir", None)  # tempfile's cached choice: computed again below
-    assert temp_dir() == str(tmp_path / "usable") == tempfile.gettempdir()
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "second"))
-    monkeypatch.setattr(tempfile, "tempdir", None)
-    assert temp_dir() == str(tmp_path / "second") == tempfile.gettempdir()
-    for name in ("TMPDIR", "TEMP", "TMP"):
-        monkeypatch.delenv(name)
-    assert temp_dir() == "/tmp"
+    assert temp_dir() == str(tmp_path / "usable")
 
 
 def test_replace_file_swaps_the_whole_content_in_and_leaves_no_temporary_file(tmp_path: Path) -> None:
