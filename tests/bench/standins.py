@@ -223,5 +223,39 @@ def standin_lines(figures: dict[str, Any]) -> list[str]:
     return lines
 
 
+#: Variant -> (the stand-in, as docs/performance.md names it).
+STAND_INS = {
+    "dataclasses": "`ranktable/frozen.py`: `@record` for `@dataclass(frozen=True)`",
+    "argparse": "`launchopts`' reader of a plain command line",
+    "tempfile": "`stored.temp_dir` / `stored.replace_file`",
+    "typing": "`TYPE_CHECKING = False` headers",
+    "all": "all four at once",
+}
+
+
+def standin_table(figures: dict[str, Any]) -> str:
+    """The Markdown table docs/performance.md shows for ``figures`` (a unit test keeps the two equal)."""
+    rows = [
+        "| stand-in | real module | wall saved, p50 [p25, p75] | CPU saved, p50 | by the rule |",
+        "|---|---|---|---|---|",
+    ]
+    for name, row in figures["variants"].items():
+        if name == "as-is":
+            continue
+        verdict = "kept" if row["meets_rule"] else "removed"
+        rows.append(
+            f"| {STAND_INS[name]} | {'-' if name == 'all' else f'`{name}`'} | "
+            f"{row['saving_wall_p50'] * 1000:.1f} ms [{row['saving_wall_p25'] * 1000:.1f}, "
+            f"{row['saving_wall_p75'] * 1000:.1f}] | {row['saving_cpu_p50'] * 1000:.1f} ms | "
+            f"{'-' if name == 'all' else verdict} |"
+        )
+    base = figures["variants"]["as-is"]
+    rows.append(
+        f"| none replaced (the tree measured) | | wall {base['wall_p50'] * 1000:.1f} ms, "
+        f"CPU {base['cpu_p50'] * 1000:.1f} ms per start | | |"
+    )
+    return "\n".join(rows) + "\n"
+
+
 if __name__ == "__main__":  # pragma: no cover - run through build/bench.sh --launcher --parts standins
     sys.exit("run: build/bench.sh --launcher --parts standins")
