@@ -3,6 +3,7 @@
 # Kubernetes control plane (ring-devcluster).
 #
 #   build/test.sh [--with torch] [pytest args...]
+#   build/test.sh --help          # this text
 #
 # --with torch adds tests/workloads/test_torch_gloo.py (a gloo all-reduce over
 # 3 pods of a stock PyTorch image, tests/support/torchimage.py): PyTorch from
@@ -41,6 +42,10 @@ cd "$repo"
 export RING_DEVCLUSTER_STATE="${RING_DEVCLUSTER_STATE:-$repo/.state/devcluster}"
 export RING_DEVCLUSTER_WORKLOADS_STATE="${RING_DEVCLUSTER_WORKLOADS_STATE:-$RING_DEVCLUSTER_STATE-workloads}"
 python="${PYTHON:-python3}"
+if [[ "${1:-}" == "--help" || "${1:-}" == "-h" ]]; then
+    sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
+    exit 0
+fi
 if [[ "${1:-}" == "--with" && "${2:-}" == "torch" ]]; then
     export RING_TEST_TORCH=1
     shift 2
