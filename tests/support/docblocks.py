@@ -24,7 +24,8 @@ Renderers:
   per-cell table and the stage-by-stage table of ``vs-dns.json``, as
   ``python -m tests.bench.vsdns --merge`` prints them.
 - ``delivery-stages`` (docs/performance.md): the two tables of
-  ``delivery-stages.json``.
+  ``delivery-stages.json``; ``delivery-touch``: ``delivery.json``, with and
+  without the pod touch.
 """
 
 from __future__ import annotations
@@ -274,6 +275,22 @@ def delivery_stages() -> str:
     return "\n".join(lines)
 
 
+def delivery_touch() -> str:
+    """The touch or not, from ``delivery.json``: TF_CONFIG in the new pod, and the new epoch in the pod that stayed."""
+    names = {"file+touch": "file, `--touch-pods` (default)", "file": "file, `--no-touch-pods`", "api": "`--from-api`"}
+    lines = [
+        "| mode | → TF_CONFIG exported in the new pod, p50 / max | "
+        "→ new epoch in the mounted file of the pod that stayed, p50 / max |",
+        "|---|---|---|",
+    ]
+    for m in _load("delivery.json")["modes"]:
+        stayed = (
+            "–" if m.get("survivor_p50_s") is None else f"{m['survivor_p50_s']:.2f} s / {m['survivor_max_s']:.2f} s"
+        )
+        lines.append(f"| {names.get(m['mode'], m['mode'])} | {m['p50_s']:.2f} s / {m['max_s']:.2f} s | {stayed} |")
+    return "\n".join(lines)
+
+
 #: Block name -> its renderer.
 BLOCKS: dict[str, Callable[[], str]] = {
     "daemon-flags": daemon_flags,
@@ -283,6 +300,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "vs-dns-summary": vs_dns_summary,
     "vs-dns-targets": vs_dns_targets,
     "delivery-stages": delivery_stages,
+    "delivery-touch": delivery_touch,
 }
 
 
