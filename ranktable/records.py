@@ -4,11 +4,9 @@ Why this exists: every training container starts the launcher, and when a
 job's eight containers start at once on a two-core node, the launcher's CPU
 at start *is* the job's discovery overhead (issue 24). Importing
 ``dataclasses`` (it loads ``inspect``, ``ast``, ``dis``, ``tokenize``...)
-cost 16 ms of CPU on the dev node, and decorating the launcher's fourteen
-classes 8 ms more, of a start of about 75 ms
-(``python3 -I -S -c "import dataclasses"`` against ``-c pass``, 30 runs,
-CPU from ``wait4``). :func:`record` does the part those classes use in a
-fraction of that.
+and decorating the launcher's classes with it took a visible share of a
+start's CPU (the figures: docs/launcher.md#what-a-start-costs).
+:func:`record` does the part those classes use in a fraction of that.
 
 ``@record`` on a class whose fields are annotated in its body (with
 ``from __future__ import annotations``: only the names are read) adds

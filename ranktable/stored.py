@@ -378,8 +378,8 @@ def temp_dir() -> str:
 
     ``$TMPDIR``, ``$TEMP``, ``$TMP``, ``/tmp``, ``/var/tmp``, ``/usr/tmp``,
     the working directory: the first that is a directory this process may
-    write to and enter (``tempfile`` costs a launcher start about 4 ms of
-    CPU). Raises FileNotFoundError when there is none, as ``tempfile`` does.
+    write to and enter (``tempfile``'s cost to a launcher start:
+    docs/launcher.md#what-a-start-costs). Raises FileNotFoundError when there is none, as ``tempfile`` does.
     """
     candidates = [os.environ.get(name) for name in ("TMPDIR", "TEMP", "TMP")]
     candidates += ["/tmp", "/var/tmp", "/usr/tmp"]

@@ -184,7 +184,7 @@ def parsed_without_argparse(argv: Sequence[str]) -> SimpleNamespace | None:
 
     For the plain command line of a container (every option spelled out,
     no usage error): ``main`` then neither imports ``argparse`` nor builds
-    its parser, about 5 ms of CPU of the launcher's start on the dev node,
+    its parser (what that saves: docs/launcher.md#what-a-start-costs),
     and the early registration reads the same answer before the rest of
     the launcher is loaded. None for anything :func:`scan` does not read
     exactly, for a value argparse would refuse (a number that is not one, a
