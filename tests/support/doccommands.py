@@ -54,10 +54,10 @@ _FIRST_PARTY: dict[str, tuple[Path, str]] = {
 }
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
-_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
 #: The start of a command we check, anywhere in a line or span.
 _HEAD = re.compile(
-    r"(?<![\w/.-])(build/[\w-]+\.sh|python3? -m (?:tests|ranktable)\.[\w.]+|ring-devcluster [a-z][\w-]*)"
+    r"(?<![\w/.-])(build/[\w-]+\.sh|python3? -m (?:tests|ranktable)(?:\.\w+)+|ring-devcluster [a-z][\w-]*)"
 )
 
 
@@ -100,12 +100,29 @@ def _words(text: str) -> tuple[str, ...]:
 
 
 def commands_in(text: str, *, where: str) -> list[Command]:
-    """Every command of :data:`_HEAD`'s kinds in Markdown ``text``: fenced lines (``\\`` joins lines) and code spans."""
+    """Every command of :data:`_HEAD`'s kinds in Markdown ``text``: fenced lines (``\\`` joins lines) and code
+    spans of prose (a span may run over a line break within its paragraph)."""
     found: list[Command] = []
+
+    def add(piece: str, number: int) -> None:
+        for match in _HEAD.finditer(piece):
+            head = re.sub(r"^python3 ", "python ", match.group(1))
+            found.append(Command(head, _words(piece[match.end() :]), f"{where}:{number}"))
+
     fenced = False
     pending, start = "", 0
+    paragraph: list[str] = []
+    para_start = 0
+
+    def flush() -> None:
+        text = "\n".join(paragraph)
+        for m in _CODE_SPAN.finditer(text):
+            add(m.group(2).replace("\n", " "), para_start + text[: m.start()].count("\n"))
+        paragraph.clear()
+
     for number, line in enumerate(text.splitlines(), start=1):
         if _FENCE.match(line):
+            flush()
             fenced, pending = not fenced, ""
             continue
         if fenced:
@@ -113,14 +130,16 @@ def commands_in(text: str, *, where: str) -> list[Command]:
                 start = start if pending else number
                 pending += line.rstrip()[:-1] + " "
                 continue
-            number, start = (start if pending else number), 0
-            pieces, pending = [re.split(r"(?:^|\s)#\s", pending + line, maxsplit=1)[0]], ""  # not in comments
+            first = start if pending else number
+            add(re.split(r"(?:^|\s)#\s", pending + line, maxsplit=1)[0], first)  # not in comments
+            pending, start = "", 0
+        elif line.strip():
+            if not paragraph:
+                para_start = number
+            paragraph.append(line)
         else:
-            pieces = [m.group(2) for m in _CODE_SPAN.finditer(line)]
-        for piece in pieces:
-            for match in _HEAD.finditer(piece):
-                head = re.sub(r"^python3 ", "python ", match.group(1))
-                found.append(Command(head, _words(piece[match.end() :]), f"{where}:{number}"))
+            flush()
+    flush()
     return found
 
 
