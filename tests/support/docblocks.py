@@ -26,6 +26,8 @@ Renderers:
 - ``delivery-stages`` (docs/performance.md): the two tables of
   ``delivery-stages.json``; ``delivery-touch``: ``delivery.json``, with and
   without the pod touch.
+- ``superpod`` and ``superpod-targets`` (docs/performance.md): rank tables
+  at super-pod scale from ``superpod.json``, and issue 25's targets.
 """
 
 from __future__ import annotations
@@ -291,6 +293,53 @@ def delivery_touch() -> str:
     return "\n".join(lines)
 
 
+def superpod() -> str:
+    """Rank tables at super-pod scale, one row per shape of ``superpod.json`` (CPU ms: render, ctl cpu, decode)."""
+    lines = [
+        "| shape | table | NPUs | plain B | stored B | render ms | ctl cpu ms | running->completed ms "
+        "| ctl latency ms | decode ms | launch ms | RSS MB | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in _load("superpod.json")["rows"]:
+        stored = f"{r['stored_bytes']:,}" + (" gz" if r["compressed"] else "")
+        cells = [
+            r["shape"],
+            r["table"],
+            f"{r['npus']:,}",
+            f"{r['plain_bytes']:,}",
+            stored,
+            *(f"{r[k]:.0f}" for k in ("render_ms", "controller_cpu_ms", "latency_ms", "controller_latency_ms")),
+            *(f"{r[k]:.0f}" for k in ("decode_ms", "launch_ms", "controller_rss_mb")),
+            f"{r['load_avg_1m']:.1f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def superpod_targets() -> str:
+    """Issue 25's targets against ``superpod.json``: met only within the bound."""
+    rows = _load("superpod.json")["rows"]
+
+    def verdict(ok: bool) -> str:
+        return "**met**" if ok else "**missed**"
+
+    big = [r for r in rows if r["npus"] >= 16384 or r["shape"].startswith("a5-")]
+    lines = [
+        "- spec completed at most 1 s after the last member Running, at 16,384 NPUs and for the A5 super pod: "
+        + verdict(bool(big) and all(r["latency_ms"] <= 1000 for r in big))
+        + " ("
+        + ", ".join(f"{r['shape']} {r['latency_ms']:.0f} ms" for r in big)
+        + ")",
+        "- launcher decode at most 200 ms: "
+        + verdict(all(r["decode_ms"] <= 200 for r in rows))
+        + f" (at most {max(r['decode_ms'] for r in rows):.0f} ms)",
+        "- controller RSS at most 300 MB: "
+        + verdict(all(r["controller_rss_mb"] <= 300 for r in rows))
+        + f" ({min(r['controller_rss_mb'] for r in rows):.0f}-{max(r['controller_rss_mb'] for r in rows):.0f} MB)",
+    ]
+    return "\n".join(lines)
+
+
 #: Block name -> its renderer.
 BLOCKS: dict[str, Callable[[], str]] = {
     "daemon-flags": daemon_flags,
@@ -301,6 +350,8 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "vs-dns-targets": vs_dns_targets,
     "delivery-stages": delivery_stages,
     "delivery-touch": delivery_touch,
+    "superpod": superpod,
+    "superpod-targets": superpod_targets,
 }
 
 
