@@ -28,6 +28,9 @@ Renderers:
   without the pod touch.
 - ``superpod`` and ``superpod-targets`` (docs/performance.md): rank tables
   at super-pod scale from ``superpod.json``, and issue 25's targets.
+- ``topology`` and ``topology-effect`` (docs/performance.md): ring edges
+  across racks and spines (``topology.json``) and the all-reduce they cost
+  (``topology-effect.json``).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
 import textwrap
 from collections.abc import Callable
@@ -340,6 +344,45 @@ def superpod_targets() -> str:
     return "\n".join(lines)
 
 
+def topology() -> str:
+    """Rack and spine edges summed over the jobs of ``topology.json``, per placement: spec order, topology order, minimum."""
+    doc = _load("topology.json")
+    names = {"rack": "spread over racks, then hosts", "host": "spread over hosts only"}
+    lines = [
+        "| placement | rack edges spec / topology / minimum | spine edges spec / topology / minimum |",
+        "|---|---|---|",
+    ]
+    for spread, name in names.items():
+        jobs = doc[spread]
+        sums = [
+            " / ".join(str(sum(j[k][level] for j in jobs)) for k in ("spec", "topology", "minimum")) for level in (0, 1)
+        ]
+        lines.append(f"| {name} | {sums[0]} | {sums[1]} |")
+    return "\n".join(lines)
+
+
+def topology_effect() -> str:
+    """Medians of the ring all-reduce per rank order, from ``topology-effect.json``."""
+    doc = _load("topology-effect.json")
+    rows = {
+        "racks2": "2 (4 + 4 nodes)",
+        "racks4": "4 (2 + 2 + 2 + 2)",
+        "control_unshaped": "2, no shaping (control)",
+    }
+    lines = [
+        "| racks | rack-crossing edges spec / topology | all-reduce spec | all-reduce topology | ratio |",
+        "|---|---|---|---|---|",
+    ]
+    for key, name in rows.items():
+        run = doc[key]
+        spec, topo = (statistics.median(run[order]["steps"]) for order in ("spec", "topology"))
+        lines.append(
+            f"| {name} | {run['spec']['rack_edges']} / {run['topology']['rack_edges']} | {spec:.3f} s "
+            f"| {topo:.3f} s | {spec / topo:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 #: Block name -> its renderer.
 BLOCKS: dict[str, Callable[[], str]] = {
     "daemon-flags": daemon_flags,
@@ -352,6 +395,8 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "delivery-touch": delivery_touch,
     "superpod": superpod,
     "superpod-targets": superpod_targets,
+    "topology": topology,
+    "topology-effect": topology_effect,
 }
 
 
