@@ -347,7 +347,10 @@ def superpod_targets() -> str:
 def topology() -> str:
     """Rack and spine edges summed over the jobs of ``topology.json``, per placement: spec order, topology order, minimum."""
     doc = _load("topology.json")
-    names = {"rack": "spread over racks, then hosts", "host": "spread over hosts only"}
+    names = {
+        "rack": "spread over racks, then hosts (`--spread rack`)",
+        "host": "spread over hosts only (`--spread host`)",
+    }
     lines = [
         "| placement | rack edges spec / topology / minimum | spine edges spec / topology / minimum |",
         "|---|---|---|",
