@@ -340,10 +340,18 @@ def installed_by(script: Path) -> Installed:
         for word in words:
             if word.startswith("-"):
                 continue
-            match = re.fullmatch(r"(\.|build/devcluster)(\[([\w,-]+)\])?", word)
+            match = re.fullmatch(r"(\.|build/devcluster)(\[([\w,${}-]+)\])?", word)
             if match:
                 projects.add(match.group(1))
-                extras = set(filter(None, (match.group(3) or "").split(",")))
+                extras = set()
+                for part in filter(None, (match.group(3) or "").split(",")):
+                    variable = re.fullmatch(r"\$\{?(\w+)\}?", part)
+                    if variable is None:
+                        extras.add(part)
+                        continue
+                    # extras="test,tensorflow": every value the script gives the variable counts
+                    for value in re.findall(rf"(?:^|\s){variable.group(1)}=[\"']?([\w,-]*)", text, re.M):
+                        extras.update(filter(None, value.split(",")))
                 dists.update(_project_requirements(match.group(1), extras))
             elif re.fullmatch(r"[A-Za-z][\w.-]*(\[[\w,-]+\])?([<>=!~].*)?", word):
                 dists.add(_canonical(Requirement(word).name))
