@@ -192,17 +192,19 @@ class Entry:
 def script_entries(script: Path) -> list[Entry]:
     """The Python ``script`` runs, read from its text (``python -m M``, ``python build/x.py``, ``python -c '...'``).
 
-    ``python -m pytest ... tests`` stands for every module under ``tests/``.
+    ``python -m pytest ... tests/X`` adds every module under ``tests/X``.
     """
     text = script.read_text(encoding="utf-8")
     out: list[Entry] = []
     py = r"(?:python3?|\"\$python\"|\.venv/bin/python|\$python)"
     for m in re.finditer(py + r"\s+(?:-[A-Za-z]\s+)*-m\s+([\w.]+)(.*)", text):
         module, rest = m.group(1), m.group(2)
-        if module == "pytest" and re.search(r"(^|\s)tests(\s|$)", rest):
-            out.extend(Entry("file", str(p.relative_to(ROOT))) for p in sorted((ROOT / "tests").rglob("*.py")))
-        else:
-            out.append(Entry("module", module))
+        out.append(Entry("module", module))
+        if module == "pytest":  # the test files it is given (tests, tests/integration...)
+            for given in re.findall(r"(?:^|\s)(tests(?:/[\w.-]+)*)/?(?=\s|$)", rest):
+                path = ROOT / given
+                files = sorted(path.rglob("*.py")) if path.is_dir() else [path] if path.is_file() else []
+                out.extend(Entry("file", str(f.relative_to(ROOT))) for f in files)
     for m in re.finditer(py + r"\s+\"?(?:\$repo/)?(build/[\w/.-]+\.py)", text):
         out.append(Entry("file", m.group(1)))
     for m in re.finditer(py + r"\s+-c\s+'([^']*)'", text):
@@ -291,6 +293,8 @@ def needed_imports(entries: list[Entry]) -> dict[str, str]:
             file = _module_file(e.target)
             if file is not None:
                 files.append(file)
+                if file.name == "__init__.py" and (file.parent / "__main__.py").is_file():
+                    files.append(file.parent / "__main__.py")  # what -m runs for a package
         elif e.kind == "file":
             files.append(ROOT / e.target)
         else:
