@@ -18,11 +18,13 @@ Renderers:
 - ``daemon-flags`` (docs/operating.md): every flag of ``ring-controller
   --help``, its default and its help text, from
   :func:`ringcontroller.options.parser`.
-- ``readme-vs-dns`` (README.md): discovery overhead p50 per runtime at 2 and
-  8 workers, and the DNS ratio, from ``vs-dns.json``.
+- ``readme-vs-dns`` (README.md): discovery overhead p50 per runtime at the
+  fewest and the most workers measured, and the DNS ratio, from ``vs-dns.json``.
 - ``vs-dns-overhead`` and ``vs-dns-stages`` (docs/performance.md): the
   per-cell table and the stage-by-stage table of ``vs-dns.json``, as
-  ``python -m tests.bench.vsdns --merge`` prints them.
+  ``python -m tests.bench.vsdns --merge`` prints them; ``vs-dns-summary``:
+  the DNS ratios and end to end in one paragraph; ``vs-dns-targets``: issue
+  24's targets, met only within their bound.
 - ``delivery-stages`` (docs/performance.md): the two tables of
   ``delivery-stages.json``; ``delivery-touch``: ``delivery.json``, with and
   without the pod touch.
