@@ -23,7 +23,8 @@ Renderers:
 - ``vs-dns-overhead`` and ``vs-dns-stages`` (docs/performance.md): the
   per-cell table and the stage-by-stage table of ``vs-dns.json``, as
   ``python -m tests.bench.vsdns --merge`` prints them; ``vs-dns-summary``:
-  the DNS ratios and end to end in one paragraph; ``vs-dns-targets``: issue
+  the DNS ratios and end to end in one paragraph; ``vs-dns-trainer-split``:
+  trained against probe runs; ``vs-dns-targets``: issue
   24's targets, met only within their bound.
 - ``delivery-stages`` (docs/performance.md): the two tables of
   ``delivery-stages.json``; ``delivery-touch``: ``delivery.json``, with and
@@ -227,6 +228,24 @@ def vs_dns_summary() -> str:
     return _wrapped(sentence)
 
 
+def vs_dns_trainer_split() -> str:
+    """Trained against probe runs (``overhead_s_by_trainer``): the cells more than 0.1 s apart, and DNS's range."""
+    doc = _load("vs-dns.json")
+    apart = []
+    for r in doc["by"]:
+        both = r.get("overhead_s_by_trainer")
+        if both and abs(both["tensorflow"]["p50"] - both["probe"]["p50"]) > 0.1:
+            apart.append(
+                f"{r['runtime']} at {r['workers']} workers ({both['tensorflow']['p50']:.2f} s trained, "
+                f"{both['probe']['p50']:.2f} s probe)"
+            )
+    dns = [run["overhead_s"] for run in doc["runs"] if run["runtime"] == "dns"]
+    text = "Overhead p50 of trained and of probe runs: within 0.1 s of each other in every cell"
+    text += (" but " + ", ".join(apart)) if apart else ""
+    text += f". DNS over all {len(dns)} runs: {min(dns):.2f}–{max(dns):.2f} s, its two 5 s probe rounds."
+    return _wrapped(text)
+
+
 #: Targets of the comparison (issue 24): (what, runtime, workers, figure, quantile, bound).
 _VS_DNS_TARGETS = (
     ("self-registration overhead p50 <= 0.25 s", "ring-registered", None, "overhead_s", "p50", 0.25),
@@ -395,6 +414,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "vs-dns-overhead": vs_dns_overhead,
     "vs-dns-stages": vs_dns_stages,
     "vs-dns-summary": vs_dns_summary,
+    "vs-dns-trainer-split": vs_dns_trainer_split,
     "vs-dns-targets": vs_dns_targets,
     "delivery-stages": delivery_stages,
     "delivery-touch": delivery_touch,
