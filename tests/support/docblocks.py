@@ -23,7 +23,8 @@ Renderers:
 - ``vs-dns-overhead`` and ``vs-dns-stages`` (docs/performance.md): the
   per-cell table and the stage-by-stage table of ``vs-dns.json``, as
   ``python -m tests.bench.vsdns --merge`` prints them; ``vs-dns-summary``:
-  the DNS ratios and end to end in one paragraph; ``vs-dns-trainer-split``:
+  the DNS ratios and end to end in one paragraph; ``vs-dns-when``: the
+  dates and times of the runs; ``vs-dns-trainer-split``:
   trained against probe runs; ``vs-dns-targets``: issue
   24's targets, met only within their bound.
 - ``delivery-stages`` (docs/performance.md): the two tables of
@@ -45,6 +46,7 @@ import statistics
 import sys
 import textwrap
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -226,6 +228,19 @@ def vs_dns_summary() -> str:
         + "."
     )
     return _wrapped(sentence)
+
+
+def vs_dns_when() -> str:
+    """When the runs of ``vs-dns.json`` were made: per runtime, from the first run's creation to the last's (UTC)."""
+    runs = _load("vs-dns.json")["runs"]
+    spans: dict[tuple[str, str], list[str]] = {}
+    for kind in _RUNTIMES:
+        created = [r["created"] for r in runs if r["runtime"] == kind]
+        if created:
+            first, last = (datetime.fromtimestamp(x, tz=UTC) for x in (min(created), max(created)))
+            spans.setdefault((first.strftime("%Y-%m-%d %H:%M"), last.strftime("%H:%M")), []).append(kind)
+    parts = [f"{' and '.join(kinds)} {start}–{end} UTC" for (start, end), kinds in sorted(spans.items())]
+    return _wrapped("Runs made (their creation times in the JSON): " + "; ".join(parts) + ".")
 
 
 def vs_dns_trainer_split() -> str:
@@ -414,6 +429,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "vs-dns-overhead": vs_dns_overhead,
     "vs-dns-stages": vs_dns_stages,
     "vs-dns-summary": vs_dns_summary,
+    "vs-dns-when": vs_dns_when,
     "vs-dns-trainer-split": vs_dns_trainer_split,
     "vs-dns-targets": vs_dns_targets,
     "delivery-stages": delivery_stages,
