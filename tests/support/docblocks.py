@@ -152,14 +152,14 @@ def readme_vs_dns() -> str:
     ]
     for w in shown:
         cells = {r["runtime"]: r["overhead_s"]["p50"] for r in rows if r["workers"] == w}
-        best = min((k for k in cells if k != "dns"), key=lambda k: cells[k])
-        ratio = doc["ratio_overhead_p50_by_workers"][str(w)]
+        best = min((k for k in cells if k != "dns"), key=lambda k: cells[k], default=None)
+        ratio = doc["ratio_overhead_p50_by_workers"].get(str(w))
         out = []
         for kind in _RUNTIMES:
             value = cells.get(kind)
             text = "–" if value is None else f"{value:.2f} s"
             if kind == best:
-                text = f"**{text}** ({ratio}x)"
+                text = f"**{text}**" + (f" ({ratio}x)" if ratio is not None else "")
             out.append(text)
         lines.append(f"| {w} | " + " | ".join(out) + " |")
     return "\n".join(lines)
@@ -204,27 +204,30 @@ def vs_dns_summary() -> str:
         best[w] = min(ring, key=lambda r: r["overhead_s"]["p50"])
     kinds = {r["runtime"] for r in best.values()}
     which = f"{kinds.pop()} in every cell" if len(kinds) == 1 else "per worker count"
+    by_workers = doc["ratio_overhead_p50_by_workers"]
     ratios = ", ".join(
-        f"{doc['ratio_overhead_p50_by_workers'][str(w)]}x at {w}{' workers' if i == 0 else ''} "
-        f"({best[w]['overhead_s']['p50']:.2f} s)"
-        for i, w in enumerate(workers)
+        f"{by_workers[str(w)]}x at {w}{' workers' if i == 0 else ''} ({best[w]['overhead_s']['p50']:.2f} s)"
+        for i, w in enumerate(w for w in workers if by_workers.get(str(w)) is not None)
     )
     e2e = {
         kind: " / ".join(
             f"{r['first_step_s']['p50']:.1f}"
             for w in workers
             for r in rows
-            if r["runtime"] == kind and r["workers"] == w
+            if r["runtime"] == kind and r["workers"] == w and r.get("first_step_s")
         )
         for kind in _RUNTIMES
     }
+    e2e = {kind: text for kind, text in e2e.items() if text}
     trained = sorted({r["runs_e2e"] for r in rows})
     sentence = (
         f"**Discovery overhead** (TF_CONFIG exported everywhere minus last container started), DNS p50 over "
         f"the best ring-controller p50 ({which}): **{ratios}**. End to end (TrainJob created → every worker "
-        f"past step 1, p50 of {'/'.join(map(str, trained))} trained runs): dns {e2e['dns']} s at "
-        f"{' / '.join(map(str, workers))} workers; "
-        + ", ".join(f"{kind} {e2e[kind]} s" for kind in ("ring-registered", "ring-api", "ring-file"))
+        f"past step 1, p50 of {'/'.join(map(str, trained))} trained runs, at {' / '.join(map(str, workers))} "
+        "workers): "
+        + ", ".join(
+            f"{kind} {e2e[kind]} s" for kind in ("dns", "ring-registered", "ring-api", "ring-file") if kind in e2e
+        )
         + "."
     )
     return _wrapped(sentence)
@@ -288,7 +291,8 @@ def vs_dns_targets() -> str:
             shown = " / ".join(f"{v:.2f}" for v in values) + " s"
             if workers is None:
                 shown += " at " + " / ".join(str(r["workers"]) for r in cells) + " workers"
-        lines.append(f"- {what}: **{'met' if ok else 'missed'}** ({shown})")
+        verdict = "met" if ok else "missed" if shown not in ("Nonex", " s") else "not measured"
+        lines.append(f"- {what}: **{verdict}** ({shown})" if verdict != "not measured" else f"- {what}: not measured")
     return "\n".join(lines)
 
 
