@@ -220,10 +220,15 @@ def vs_dns_summary() -> str:
     }
     e2e = {kind: text for kind, text in e2e.items() if text}
     trained = sorted({r["runs_e2e"] for r in rows})
-    sentence = (
+    ratio_sentence = (
         f"**Discovery overhead** (TF_CONFIG exported everywhere minus last container started), DNS p50 over "
-        f"the best ring-controller p50 ({which}): **{ratios}**. End to end (TrainJob created → every worker "
-        f"past step 1, p50 of {'/'.join(map(str, trained))} trained runs, at {' / '.join(map(str, workers))} "
+        f"the best ring-controller p50 ({which}): **{ratios}**. "
+        if ratios
+        else ""
+    )
+    sentence = (
+        ratio_sentence
+        + f"End to end (TrainJob created → every worker past step 1, p50 of {'/'.join(map(str, trained))} trained runs, at {' / '.join(map(str, workers))} "
         "workers): "
         + ", ".join(
             f"{kind} {e2e[kind]} s" for kind in ("dns", "ring-registered", "ring-api", "ring-file") if kind in e2e
@@ -260,7 +265,9 @@ def vs_dns_trainer_split() -> str:
     dns = [run["overhead_s"] for run in doc["runs"] if run["runtime"] == "dns"]
     text = "Overhead p50 of trained and of probe runs: within 0.1 s of each other in every cell"
     text += (" but " + ", ".join(apart)) if apart else ""
-    text += f". DNS over all {len(dns)} runs: {min(dns):.2f}–{max(dns):.2f} s, its two 5 s probe rounds."
+    text += "." + (
+        f" DNS over all {len(dns)} runs: {min(dns):.2f}–{max(dns):.2f} s, its two 5 s probe rounds." if dns else ""
+    )
     return _wrapped(text)
 
 

@@ -87,7 +87,10 @@ def test_a_comparison_without_dns_runs_renders_what_it_has(monkeypatch: pytest.M
     doc["ratio_overhead_p50_by_workers"] = {w: None for w in doc["ratio_overhead_p50_by_workers"]}
     monkeypatch.setattr(docblocks, "_load", lambda name: doc)
     assert "| 8 | – | – | 0.87 s | **0.19 s** |" in docblocks.readme_vs_dns()
-    assert "x at" not in docblocks.vs_dns_summary()
+    assert docblocks.vs_dns_summary().startswith("End to end")
+    assert "DNS" not in docblocks.vs_dns_trainer_split()
+    assert "ring-registered 2026-12-02" in docblocks.vs_dns_when()
+    assert "dns" not in docblocks.vs_dns_overhead() + docblocks.vs_dns_stages()
     targets = docblocks.vs_dns_targets().splitlines()
     assert "- DNS ratio >= 50x at 2 workers: not measured" in targets
     assert "- file mode overhead p50 <= 1.0 s at 8 workers: not measured" in targets
