@@ -155,14 +155,24 @@ def dispatch_flags(script: Path) -> tuple[str, ...]:
     """The flags a ``build/*.sh`` script dispatches on itself (``[[ "$arg" == "--vs-dns" ]]``): each runs another program."""
     if not script.is_file():
         return ()
-    return tuple(re.findall(r'"\$arg" == "(--[\w-]+)"', script.read_text(encoding="utf-8")))
+    text = script.read_text(encoding="utf-8")
+    # An `if [[ "$arg" == "--x" ]]; then ... exec ...; fi` (or `== --x*` for a flag with a value); an `if` without
+    # an exec (build/bench.sh installing matplotlib for --plot) picks nothing.
+    blocks = re.findall(r'"\$arg" == "?(--[\w-]+)[^\n]*\]\]; then\n(.*?)\n\s*fi\b', text, re.S)
+    return tuple(dict.fromkeys(flag for flag, body in blocks if re.search(r"^\s*exec\b", body, re.M)))
 
 
 def mode_of(command: Command, root: Path = ROOT) -> tuple[str, ...]:
-    """The words that pick what ``command`` runs: a script's dispatch flag, or a subcommand (a leading word)."""
+    """The words that pick what ``command`` runs: a script's dispatch flag (with its value, when the next word
+    is one: ``--kinds job,sts``), or a subcommand (a leading word)."""
     if command.head.startswith("build/"):
         flags = dispatch_flags(root / command.head)
-        return tuple(w for w in command.words if w in flags)[:1]
+        words = command.words
+        for i, word in enumerate(words):
+            if word in flags or word.split("=", 1)[0] in flags:
+                has_value = "=" not in word and i + 1 < len(words) and not words[i + 1].startswith("-")
+                return words[i : i + 2] if has_value else (word,)
+        return ()
     if command.words and re.fullmatch(r"[a-z][\w-]*", command.words[0]):
         return command.words[:1]
     return ()

@@ -68,7 +68,8 @@ def _unaccepted(
         return [f"{shown} exited {done.returncode}: {' / '.join(tail)}"]
     problems = []
     for command in commands:
-        for option in (o for o in command.options if o not in doccommands.mode_of(command, root)):
+        mode = {word.split("=", 1)[0] for word in doccommands.mode_of(command, root)}
+        for option in (o for o in command.options if o not in mode):
             if not any(word.strip("[],|") in (option, f"{option}=") for word in done.stdout.replace("=", "= ").split()):
                 problems.append(f"{command.where}: `{command}`: {option} is not in `{shown}`")
     return problems
@@ -155,3 +156,18 @@ def test_a_script_that_installs_too_little_is_reported(tmp_path: Path) -> None:
     assert doccommands.missing_imports(script) == {"ringdevcluster": "tests/bench/vsdns.py"}
     script.write_text(script.read_text().replace("'.[test]'", "'.[test]' -e build/devcluster"))
     assert doccommands.missing_imports(script) == {}
+
+
+def test_a_dispatch_flag_with_a_value_goes_to_the_help(tmp_path: Path) -> None:
+    """``build/bench.sh --kinds job,sts`` runs another program than ``build/bench.sh``: its help is that one's."""
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "x.sh").write_text(
+        'for arg in "$@"; do\n'
+        '    if [[ "$arg" == "--plot" ]]; then\n        pip install matplotlib\n    fi\n'
+        '    if [[ "$arg" == --kinds* ]]; then\n        exec python -m kinds "$@"\n    fi\n'
+        "done\n"
+    )
+    (command,) = doccommands.commands_in("`build/x.sh --kinds job,sts --jobs 5 --plot a.png`", where="p.md")
+    assert doccommands.dispatch_flags(tmp_path / "build" / "x.sh") == ("--kinds",)
+    assert doccommands.mode_of(command, tmp_path) == ("--kinds", "job,sts")
+    assert doccommands.help_argv(command, root=tmp_path)[2:] == ["--kinds", "job,sts", "--help"]
