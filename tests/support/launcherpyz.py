@@ -30,5 +30,7 @@ def build(out: Path) -> Path:
 
 #: What a launcher start must not import (issue 24: the launcher's CPU at start is the job's
 #: discovery overhead when a job's containers start together): the measured costs on the dev
-#: node are in ranktable/records.py, ranktable/launch/launchopts.py, ranktable/stored.py and ranktable/launch/kubeapi.py.
+#: node are in ranktable/records.py, ranktable/launch/launchopts.py and ranktable/stored.py.
+#: API mode loads http.client, ssl and socket (ranktable/launch/kubeapi.py); file mode loads none
+#: of them (tests/unit/test_launcher_pyz.py API_CLIENT).
 HEAVY = ("argparse", "dataclasses", "inspect", "typing", "tempfile", "hashlib", "random", "gzip", "shlex")
