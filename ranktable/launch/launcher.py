@@ -51,8 +51,9 @@ Exit codes (when CMD was not started or did not end by itself), :mod:`ranktable.
 2 usage error, 3 this pod never appeared in the completed spec, 4
 ``--max-restarts`` spent, 65 malformed spec, 66 the launcher file is damaged,
 69 Python older than 3.9 (from the pyz's entry), 77 the API server refused
-(401/403: the Role is missing), 78 no API configuration (token file, CA
-bundle, kubeconfig), 124 timeout, 1 any other API or I/O error, 126/127 CMD
+(401/403: the Role is missing), 78 no usable API configuration (token
+file, CA bundle, kubeconfig; a server certificate that fails verification;
+no ``ssl``), 124 timeout, 1 any other API or I/O error, 126/127 CMD
 not executable / not found.
 """
 
