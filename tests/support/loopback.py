@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Union
 
 TLS = Path(__file__).resolve().parents[1] / "unit" / "data" / "tls"
 
@@ -44,7 +45,7 @@ class Reply:
 
 
 #: A handler's answer: a :class:`Reply`, bytes (a :class:`Reply` that keeps the connection), or None (close, no answer).
-Answer = Reply | bytes | None
+Answer = Union[Reply, bytes, None]  # noqa: UP007 - evaluated at import: Python 3.9 runs these tests too
 
 
 @dataclass
