@@ -6,7 +6,8 @@
 Start: N launchers (``--concurrency``) start at once, each with
 ``--print json`` against a spec that is already completed, in file mode (a
 kubelet-style directory) and API mode (a ConfigMap on the real API server,
-the admin kubeconfig's client certificate). Per launcher: wall seconds from
+the admin kubeconfig's client certificate, and ``api-token``: a bound token
+of a ServiceAccount, as in a pod). Per launcher: wall seconds from
 process start to exit (it exits right after it observed the spec and printed
 the variables) and CPU seconds (user + system, from ``wait4``'s rusage).
 "before" runs the one-file launcher built from ``git archive REF``
@@ -66,7 +67,7 @@ from tests.support.clients import REPO, K8s, devcluster_state_dir
 from tests.support.kubectlring import token_kubeconfig
 from tests.support.kubehelp import create_namespace, delete_namespace
 from tests.support.kubeletdir import KubeletDir
-from tests.support.launcherapi import put_spec
+from tests.support.launcherapi import put_spec, service_account
 from tests.support.specs import make_spec
 
 POD = "job-worker-3"
@@ -138,6 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--parts", default="start,wait", help="which measurements (default start,wait)")
     p.add_argument("--before", default=None, help="git ref of the old launcher (default: merge-base with main)")
     p.add_argument("--python", default=sys.executable, help="interpreter of the register part (default: this one)")
+    p.add_argument(
+        "--realtime",
+        action="store_true",
+        help="start: a launcher alone (N=1) runs under `chrt -f 10`, a core of its own on a shared machine (root)",
+    )
     p.add_argument("--json", type=Path, metavar="OUT")
     args = p.parse_args(argv)
 
@@ -175,7 +181,20 @@ def main(argv: list[str] | None = None) -> int:
             "file": ["--config-dir", str(volume.root)],
             "api": ["--from-api", "--kubeconfig", str(cluster.kubeconfig), "--namespace", namespace, "--configmap", CM],
         }
+        if "start" in args.parts.split(","):  # a bound token, as in a pod (no client certificate to load)
+            token = service_account(k8s, namespace, "trainer", configmap=CM, verbs=["get", "list", "watch"])
+            config = token_kubeconfig(cluster.kubeconfig, token, work / "token.kubeconfig")
+            modes["api-token"] = [
+                "--from-api",
+                "--kubeconfig",
+                str(config),
+                "--namespace",
+                namespace,
+                "--configmap",
+                CM,
+            ]
         lines = []
+        figures["realtime"] = args.realtime
         if "start" in args.parts.split(","):
             lines.append(
                 f"{'variant':8} {'mode':5} {'N':>3} {'wall p50':>9} {'wall max':>9} {'CPU-s/launcher':>15} {'CPU p50':>8}"
@@ -183,9 +202,10 @@ def main(argv: list[str] | None = None) -> int:
         for mode, mode_args in modes.items() if "start" in args.parts.split(",") else ():
             for n in [int(x) for x in args.concurrency.split(",")]:
                 rows_of: dict[str, list[tuple[float, float, int]]] = {variant: [] for variant in variants}
+                alone = ["chrt", "-f", "10"] if args.realtime and n == 1 else []
                 for _ in range(args.repeats):  # the variants take turns, so a change in the machine's load hits both
                     for variant, base in variants.items():
-                        argv1 = [*base, *mode_args, "--timeout", "60", "--print", "json"]
+                        argv1 = [*alone, *base, *mode_args, "--timeout", "60", "--print", "json"]
                         rows_of[variant] += run_at_once([argv1] * n, env_of[variant], work)
                 for variant, rows in rows_of.items():
                     s = summary(rows)
