@@ -46,6 +46,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ringdevcluster import kubeversions
+
 __all__ = [
     "ADDON_MODULES",
     "BuildError",
@@ -59,6 +61,8 @@ __all__ = [
     "ensure_binaries",
     "ensure_tools",
     "find_source_dir",
+    "resolve_kube",
+    "kube_source",
     "module_version",
     "modules_for",
     "replace_with_directory",
@@ -406,8 +410,49 @@ def _plan(module: Module, source_root: Path) -> _Plan:
     return _Plan(module=module, source=source, version=version, key=cache_key(files=files, argv=argv))
 
 
-def _wrapper_versions(source_root: Path, modules: Sequence[Module]) -> dict[str, str]:
-    return {m.name: module_version((source_root / m.name / "go.mod").read_text(), m.requirement) for m in modules}
+def _wrapper_versions(roots: dict[str, Path], modules: Sequence[Module]) -> dict[str, str]:
+    return {m.name: module_version((roots[m.name] / m.name / "go.mod").read_text(), m.requirement) for m in modules}
+
+
+def kube_source(kube: str | None, *, source_root: Path, say: Callable[[str], None] | None = None) -> Path:
+    """The directory holding the ``kube`` and ``node`` wrapper modules of Kubernetes ``kube``.
+
+    ``kube`` is a full version (``v1.32.13``, see
+    :func:`ringdevcluster.kubeversions.resolve`) or None for the pinned one;
+    the pinned release is ``source_root`` itself, any other is generated once
+    under the cache (:func:`ringdevcluster.kubeversions.generate`). Raises
+    :class:`BuildError` when it cannot be generated.
+    """
+    if kube is None:
+        return source_root
+    pinned = module_version((source_root / "kube" / "go.mod").read_text(), kubeversions.KUBERNETES)
+    if kube == pinned:
+        return source_root
+    emit = say or (lambda msg: print(f"ring-devcluster: {msg}", file=sys.stderr, flush=True))
+    try:
+        return kubeversions.generate(kube, pinned=source_root, cache=cache_dir(), say=emit)
+    except (kubeversions.VersionError, OSError, ValueError, KeyError) as err:
+        raise BuildError(f"cannot prepare Kubernetes {kube}: {err}") from None
+
+
+def resolve_kube(spec: str | None) -> str | None:
+    """The full version a ``--kube`` value names (None stays None: the pinned release);
+    :class:`BuildError` when it names none (:func:`ringdevcluster.kubeversions.resolve`)."""
+    if spec is None:
+        return None
+    try:
+        return kubeversions.resolve(spec, cache=cache_dir())
+    except kubeversions.VersionError as err:
+        raise BuildError(str(err)) from None
+
+
+def _roots(
+    modules: Sequence[Module], *, source_root: Path, kube: str | None, say: Callable[[str], None] | None
+) -> dict[str, Path]:
+    """Each module's source root: ``source_root``, or for kube and node that of :func:`kube_source`."""
+    wanted = [m for m in modules if m.name in kubeversions.KUBE_MODULES]
+    kube_root = kube_source(kube, source_root=source_root, say=say) if wanted else source_root
+    return {m.name: kube_root if m.name in kubeversions.KUBE_MODULES else source_root for m in modules}
 
 
 def _copy_assets(plan: _Plan, out_dir: Path, env: dict[str, str]) -> int:
@@ -495,7 +540,8 @@ def _build(plan: _Plan, *, root: Path, say: Callable[[str], None]) -> None:
     bin_root.mkdir(parents=True, exist_ok=True)
     tmp_out = Path(tempfile.mkdtemp(prefix=f".{plan.entry}.", dir=bin_root))
     argv = plan.module.build_args(plan.version, tmp_out)
-    env = dict(os.environ)
+    # A release whose go line is newer than the local toolchain gets it through the proxy.
+    env = kubeversions.toolchain_env((plan.source / "go.mod").read_text(), dict(os.environ))
     # VCS stamping would make the link step depend on the checkout's git state.
     env["GOFLAGS"] = " ".join(filter(None, [env.get("GOFLAGS", ""), "-buildvcs=false"]))
     if plan.module.patches:
@@ -561,7 +607,8 @@ def _build(plan: _Plan, *, root: Path, say: Callable[[str], None]) -> None:
 
 
 def binary_paths(*, source: str | os.PathLike[str] | None = None, addons: Sequence[str] = ()) -> dict[str, Path] | None:
-    """Paths of every cached binary (base and ``addons``), or None when any is missing (no building)."""
+    """Paths of every cached binary (base and ``addons``, the pinned Kubernetes), or None when any
+    is missing (no building)."""
     root = cache_dir()
     paths: dict[str, Path] = {}
     source_root = find_source_dir(source)
@@ -580,11 +627,14 @@ def ensure_binaries(
     source: str | os.PathLike[str] | None = None,
     say: Callable[[str], None] | None = None,
     addons: Sequence[str] = (),
+    kube: str | None = None,
 ) -> tuple[dict[str, Path], dict[str, str]]:
     """Return ``({binary name: path}, {module name: version})``, building what is missing.
 
     The base modules are always included, the :data:`ADDON_MODULES` named in
-    ``addons`` too; a binary's directory (``path.parent``) is its cache
+    ``addons`` too; ``kube`` (a full version such as ``v1.32.13``, None: the
+    pinned one) picks the Kubernetes release of the ``kube`` and ``node``
+    modules (:func:`kube_source`); a binary's directory (``path.parent``) is its cache
     entry, whose ``assets/`` holds the module's copied manifests. Builds run
     serially and print progress through ``say`` (default: stderr). Raises
     :class:`BuildError` naming the failed component, the command and the log
@@ -592,7 +642,7 @@ def ensure_binaries(
     """
     source_root = find_source_dir(source)
     modules = modules_for(addons)
-    return _ensure(modules, source_root=source_root, say=say)
+    return _ensure(modules, roots=_roots(modules, source_root=source_root, kube=kube, say=say), say=say)
 
 
 def ensure_tools(
@@ -610,17 +660,18 @@ def ensure_tools(
     if unknown:
         raise BuildError(f"unknown tool(s) {unknown}; known: {list(TOOL_MODULES)}")
     modules = [ADDON_MODULES[n] for n in dict.fromkeys(names)]
-    paths, _ = _ensure(modules, source_root=find_source_dir(source), say=say)
+    source_root = find_source_dir(source)
+    paths, _ = _ensure(modules, roots={m.name: source_root for m in modules}, say=say)
     return paths
 
 
 def _ensure(
-    modules: Sequence[Module], *, source_root: Path, say: Callable[[str], None] | None
+    modules: Sequence[Module], *, roots: dict[str, Path], say: Callable[[str], None] | None
 ) -> tuple[dict[str, Path], dict[str, str]]:
     emit = say or (lambda msg: print(f"ring-devcluster: {msg}", file=sys.stderr, flush=True))
     root = cache_dir()
     paths: dict[str, Path] = {}
-    plans = [_plan(m, source_root) for m in modules]
+    plans = [_plan(m, roots[m.name]) for m in modules]
     todo = [p for p in plans if not all(os.access(root / "bin" / p.entry / b, os.X_OK) for b in p.module.binaries)]
     if todo:
         minutes = sum(p.module.cold_minutes for p in todo)
@@ -633,4 +684,4 @@ def _ensure(
     for plan in plans:
         for binary in plan.module.binaries:
             paths[binary] = root / "bin" / plan.entry / binary
-    return paths, _wrapper_versions(source_root, modules)
+    return paths, _wrapper_versions(roots, modules)
