@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from ringcontroller.serverinfo import MIN_VERSION, parse_version
 from tests.support.controllerproc import ControllerProcess
@@ -59,8 +60,9 @@ def test_the_server_version_is_logged_against_the_floor(k8s: Any, topology_contr
 
 def _raw_version(k8s: Any) -> dict[str, Any]:
     # The generated model drops fields it does not know (emulationMajor/Minor): read the body as sent.
-    response = k8s.api.call_api("/version", "GET", response_type="object", _return_http_data_only=True)
-    return dict(response) if isinstance(response, dict) else {}
+    body = json.loads(client.VersionApi(k8s.api).get_code(_preload_content=False).data)
+    assert isinstance(body, dict)
+    return body
 
 
 def test_a_missing_hypernode_crd_turns_off_only_hypernode_paths(
