@@ -145,3 +145,15 @@ def test_a_staging_module_the_proxy_lacks_at_the_patch_takes_its_newest_earlier_
     assert "\tk8s.io/externaljwt => k8s.io/externaljwt v0.32.12\n" in text
     assert "\tk8s.io/api => k8s.io/api v0.32.13\n" in text
     assert "serves no k8s.io/externaljwt v0.32.13: v0.32.12 instead" in text
+
+
+def test_the_download_ahead_lists_exactly_what_the_build_compiles() -> None:
+    for module in [*build.MODULES, *build.ADDON_MODULES.values()]:
+        argv = build._download_argv(module)
+        built = module.build_args("v0.35.4" if module.name == "kubectl" else "v1.35.4", build.cache_dir())
+        assert argv[:4] == ["go", "list", "-e", "-deps"]
+        assert argv[-len(module.packages) :] == list(module.packages) == built[-len(module.packages) :]
+        if module.tags:  # the same build tags, or another set of files is loaded
+            assert argv[argv.index("-tags") + 1] == built[built.index("-tags") + 1]
+        else:
+            assert "-tags" not in argv

@@ -26,11 +26,20 @@ A cold build of the Kubernetes binaries takes many minutes on two cores, so:
 * the ``go build`` command lines are fixed (the same flags every time), which
   keeps Go's own build cache hot across cache-key changes;
 * modules are built one after the other (the machine has two cores; ``go``
-  parallelises inside one build) and progress is printed while they run.
+  parallelises inside one build) and progress is printed while they run;
+* the Go modules a build needs are downloaded before its first compile
+  (``go build`` loads every package first). So while one module compiles, a
+  background ``go list -deps`` (at ``nice 19``) downloads those of the next
+  ones (:func:`prefetch`); ``ring-devcluster build --download-only`` does only
+  that, for ``build/test.sh`` to run beside the first builds. On an empty
+  module cache the downloads alone took 24 s (etcd), 38 s (kwok) and 97 s
+  (kube) of wall time here.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -59,7 +68,9 @@ __all__ = [
     "cache_dir",
     "cache_key",
     "ensure_binaries",
+    "download",
     "ensure_tools",
+    "prefetch",
     "find_source_dir",
     "resolve_kube",
     "kube_source",
@@ -645,6 +656,20 @@ def ensure_binaries(
     return _ensure(modules, roots=_roots(modules, source_root=source_root, kube=kube, say=say), say=say)
 
 
+def download(
+    *,
+    source: str | os.PathLike[str] | None = None,
+    say: Callable[[str], None] | None = None,
+    addons: Sequence[str] = (),
+    kube: str | None = None,
+) -> dict[str, float]:
+    """:func:`prefetch` for the base modules, ``addons`` and the client tools (``ring-devcluster
+    build --download-only``): ``{module name: wall seconds}``."""
+    source_root = find_source_dir(source)
+    modules = [*modules_for(addons), *(ADDON_MODULES[t] for t in TOOL_MODULES if t not in addons)]
+    return prefetch(modules, roots=_roots(modules, source_root=source_root, kube=kube, say=say), say=say)
+
+
 def ensure_tools(
     names: Sequence[str] = TOOL_MODULES,
     *,
@@ -665,6 +690,45 @@ def ensure_tools(
     return paths
 
 
+def _download_argv(module: Module) -> list[str]:
+    # `go list -deps` loads (so downloads) exactly the packages `go build` compiles.
+    return [
+        "go", "list", "-e", "-deps", "-f", "{{if .Error}}{{.Error}}{{end}}",
+        *(["-tags", ",".join(module.tags)] if module.tags else []), *module.packages,
+    ]  # fmt: skip
+
+
+def _download(plan: _Plan) -> float:
+    """Download what ``plan`` builds from (at nice 19); its wall seconds. Failures are left to the build."""
+    started = time.monotonic()
+    env = kubeversions.toolchain_env((plan.source / "go.mod").read_text(), dict(os.environ))
+    with contextlib.suppress(OSError):
+        subprocess.run(
+            ["nice", "-n", "19", *_download_argv(plan.module)],
+            cwd=plan.source, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+        )  # fmt: skip
+    return time.monotonic() - started
+
+
+def prefetch(
+    modules: Sequence[Module], *, roots: dict[str, Path], say: Callable[[str], None] | None = None, workers: int = 2
+) -> dict[str, float]:
+    """Download the Go modules the uncached builds of ``modules`` need, ``workers`` at a time, in order;
+    ``{module name: wall seconds}``. Compiles nothing; a build that follows finds its modules in place."""
+    emit = say or (lambda msg: print(f"ring-devcluster: {msg}", file=sys.stderr, flush=True))
+    root = cache_dir()
+    plans = [_plan(m, roots[m.name]) for m in modules]
+    todo = [p for p in plans if not all(os.access(root / "bin" / p.entry / b, os.X_OK) for b in p.module.binaries)]
+    if shutil.which("go") is None or not todo:
+        return {}
+    seconds: dict[str, float] = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        for plan, took in zip(todo, pool.map(_download, todo), strict=True):
+            seconds[plan.module.name] = took
+            emit(f"downloaded the modules of {plan.module.name} {plan.version} in {_format_elapsed(took)}")
+    return seconds
+
+
 def _ensure(
     modules: Sequence[Module], *, roots: dict[str, Path], say: Callable[[str], None] | None
 ) -> tuple[dict[str, Path], dict[str, str]]:
@@ -679,8 +743,14 @@ def _ensure(
             f"building {len(todo)} of {len(plans)} modules ({', '.join(p.module.name for p in todo)}) into "
             f"{root / 'bin'} (cold: roughly {minutes} minutes on 2 cores; later runs reuse it)"
         )
+    # The next modules' downloads go on while this one compiles.
+    ahead = threading.Thread(target=lambda: [_download(p) for p in todo[1:]], daemon=True)
+    if len(todo) > 1 and shutil.which("go") is not None:
+        ahead.start()
     for plan in todo:
         _build(plan, root=root, say=emit)
+    if ahead.is_alive():
+        ahead.join()
     for plan in plans:
         for binary in plan.module.binaries:
             paths[binary] = root / "bin" / plan.entry / binary

@@ -120,6 +120,12 @@ def _parser() -> argparse.ArgumentParser:
         help="also build these optional components",
     )
     _add_kube(bld)
+    bld.add_argument(
+        "--download-only",
+        action="store_true",
+        help="only download the Go modules the uncached builds need (and those of the client tools), "
+        "two at a time at nice 19; build/test.sh runs it beside the first builds",
+    )
     tools = sub.add_parser(
         "tools", help=f"build (or find cached) the client tools ({', '.join(build.TOOL_MODULES)}); print their paths"
     )
@@ -240,6 +246,10 @@ def _import_image(args: argparse.Namespace) -> int:
 def _build(args: argparse.Namespace) -> int:
     modules = addons.modules(addons.expand(args.addons))
     kube = build.resolve_kube(args.kube or os.environ.get("RING_DEVCLUSTER_KUBE") or None)
+    if args.download_only:
+        took = build.download(source=args.source, say=_say, addons=modules, kube=kube)
+        print("downloaded: " + (", ".join(f"{k} {v:.0f}s" for k, v in took.items()) or "nothing to build"))
+        return 0
     paths, versions = build.ensure_binaries(source=args.source, say=_say, addons=modules, kube=kube)
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
     for name, path in paths.items():
