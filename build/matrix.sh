@@ -57,6 +57,13 @@ step "ring-devcluster tools (helm and kubectl, for the chart and kustomize tests
 ring-devcluster tools >/dev/null
 
 mkdir -p .state/matrix
+# Every release's Go modules download beside the first build (nice 19, network-bound).
+(
+    for spec in ${kubes//,/ }; do
+        ring-devcluster build --download-only --kube "$spec" \
+            $([[ ",$tiers," == *",workloads,"* ]] && echo --with jobset,volcano,trainer,node,prometheus) || true
+    done
+) >.state/matrix/download.log 2>&1 &
 failed=0
 for spec in ${kubes//,/ }; do
     version="$(python -c "import sys; from ringdevcluster import build; print(build.resolve_kube(sys.argv[1]))" "$spec")"
