@@ -69,8 +69,8 @@ python -m pip install --quiet --disable-pip-version-check -e '.[test,tensorflow,
 step "ring-devcluster up (state: $RING_DEVCLUSTER_STATE)"
 command -v go >/dev/null || echo "note: no 'go' on PATH; fine only if the binaries are already cached" >&2
 # Beside the first builds: download the Go modules of every later one (go
-# build downloads all of a module's before it compiles any; on an empty module
-# cache that is 24 s for etcd, 38 s kwok, 97 s kube). Network, not CPU: nice 19.
+# build downloads all of a module's before it compiles any, which on a fresh
+# machine is every module). Network, not CPU: nice 19.
 ring-devcluster build --download-only --with jobset,volcano,trainer,node,prometheus \
     >"${TMPDIR:-/tmp}/ring-devcluster-download.log" 2>&1 &
 download_pid=$!

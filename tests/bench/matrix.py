@@ -101,7 +101,7 @@ def _cell(entry: Json | None) -> str:
         if entry.get(key):
             counts += f", {entry[key]} {key}"
     mark = "**passed**" if entry["outcome"] == "passed" else "**failed**"
-    return f"{mark}: {counts} ({entry['date']}, {round(entry['seconds'] / 60)} min)"
+    return f"{mark}: {counts} ({entry['date']})"
 
 
 def render_table(doc: Json) -> str:

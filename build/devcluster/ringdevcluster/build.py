@@ -31,9 +31,8 @@ A cold build of the Kubernetes binaries takes many minutes on two cores, so:
   (``go build`` loads every package first). So while one module compiles, a
   background ``go list -deps`` (at ``nice 19``) downloads those of the next
   ones (:func:`prefetch`); ``ring-devcluster build --download-only`` does only
-  that, for ``build/test.sh`` to run beside the first builds. On an empty
-  module cache the downloads alone took 24 s (etcd), 38 s (kwok) and 97 s
-  (kube) of wall time here.
+  that, for ``build/test.sh`` to run beside the first builds (on a fresh
+  machine every module is downloaded, and ``kube``'s are the most).
 """
 
 from __future__ import annotations
