@@ -259,10 +259,11 @@ class Controller:
         found = serving_workload(key, lookup=self._cached_workload, runtime_nodes=self._cached_runtime_nodes)
         if (
             found is not None
-            and found.self_register
+            and found.self_register is not False
             and not self.api_available.get("validatingadmissionpolicies", True)
         ):
             # No admission policy fences the launcher's grant: its annotation proves nothing.
+            # An explicit False also overrides --self-registration (a job's choice beats the flag).
             return dataclasses.replace(found, self_register=False)
         return found
 
