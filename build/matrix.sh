@@ -5,7 +5,8 @@
 # costs a cold build of its control plane (about 9 minutes on 2 cores) and, for
 # the workloads tier, of its kubelet and kube-proxy.
 #
-#   build/matrix.sh [--kube 1.32,1.35,1.37] [--tiers integration[,workloads]] [pytest args...]
+#   build/matrix.sh [--kube 1.32,1.35,1.37] [--tiers integration[,workloads]]
+#                   [--workloads-state DIR] [pytest args...]
 #
 # --kube: minors (each one's newest patch on the Go module proxy) or full
 #   versions, comma-separated (default 1.32,1.35,1.37).
@@ -14,6 +15,9 @@
 #   Trainer controllers, the real node, the controller's image as the shipped
 #   Deployment). The workloads tier needs the machine's one real node; when
 #   another cluster holds it, the tier is recorded as not run, with the reason.
+# --workloads-state DIR: run the workloads tier on the running cluster in DIR
+#   (the one that holds the node, of the same release; `up` reuses it and it
+#   is left running), e.g. under `flock /work/locks/node.lock`.
 #
 # Per release V (resolved to its full version): `ring-devcluster up --kube V`
 # in .state/matrix/V (a state directory of its own; the binaries are cached
@@ -28,20 +32,22 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 kubes="1.32,1.35,1.37"
 tiers="integration"
+shared_workloads=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --kube) kubes="$2"; shift 2 ;;
         --kube=*) kubes="${1#--kube=}"; shift ;;
         --tiers) tiers="$2"; shift 2 ;;
         --tiers=*) tiers="${1#--tiers=}"; shift ;;
-        -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --workloads-state) shared_workloads="$2"; shift 2 ;;
+        -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) break ;;
     esac
 done
 for tier in ${tiers//,/ }; do
     [[ "$tier" == integration || "$tier" == workloads ]] || { echo "unknown tier $tier (integration, workloads)" >&2; exit 2; }
 done
-command_line="build/matrix.sh --kube $kubes --tiers $tiers${*:+ $*}"
+command_line="build/matrix.sh --kube $kubes --tiers $tiers${shared_workloads:+ --workloads-state DIR}${*:+ $*}"
 python="${PYTHON:-python3}"
 
 step() { printf '\n==> %s\n' "$*" >&2; }
@@ -71,7 +77,7 @@ for spec in ${kubes//,/ }; do
         state="$repo/.state/matrix/$version"
         addons=()
         if [[ "$tier" == workloads ]]; then
-            state="$state-workloads"
+            state="${shared_workloads:-$state-workloads}"
             addons=(--with jobset,volcano,trainer,node,prometheus)
         fi
         step "Kubernetes $version ($spec), $tier tier: ring-devcluster up --kube $version --state-dir $state ${addons[*]}"
@@ -96,6 +102,9 @@ for spec in ${kubes//,/ }; do
         python -m tests.bench.matrix record --kube "$version" --tier "$tier" --junit "$report" \
             --exit-code "$code" --seconds "$(( $(date +%s) - started ))" --command "$command_line"
         [[ $code -eq 0 ]] || failed=1
+        if [[ "$tier" == workloads && -n "$shared_workloads" ]]; then
+            continue  # not ours to stop
+        fi
         step "ring-devcluster down --state-dir $state"
         ring-devcluster down --state-dir "$state" >/dev/null || true
     done
