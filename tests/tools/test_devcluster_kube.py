@@ -157,3 +157,22 @@ def test_the_download_ahead_lists_exactly_what_the_build_compiles() -> None:
             assert argv[argv.index("-tags") + 1] == built[built.index("-tags") + 1]
         else:
             assert "-tags" not in argv
+
+
+def test_a_bad_kube_value_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    from ringdevcluster import cli
+
+    assert cli.main(["build", "--kube", "1.30.x"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "ring-devcluster: error: --kube '1.30.x': expected a Kubernetes minor (1.32) or version (1.32.13, v1.32.13)"
+    ]
+
+
+def test_the_pinned_minor_needs_no_lookup_when_given_in_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_network(*_args: object, **_kwargs: object) -> str:
+        raise AssertionError("a full version needs no proxy look-up")
+
+    monkeypatch.setattr(kubeversions, "_go", no_network)
+    assert build.resolve_kube("1.35.4") == "v1.35.4"
+    assert build.resolve_kube(None) is None
