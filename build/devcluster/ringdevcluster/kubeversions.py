@@ -270,8 +270,17 @@ def generate(
             text = wrapper_go_mod(name=name, version=version, upstream=upstream, substitutes=substitutes)
             (target / "go.mod").write_text(text)
             _go(["mod", "tidy"], cwd=target, env=toolchain_env(text, environment))
-        shutil.rmtree(root, ignore_errors=True)
-        work.rename(root)
+        complete = all((root / name / "go.sum").is_file() for name in KUBE_MODULES)
+        if not complete:
+            shutil.rmtree(root, ignore_errors=True)  # a half-made one (none is left by design)
+            try:
+                work.rename(root)
+            except OSError:
+                complete = all((root / name / "go.sum").is_file() for name in KUBE_MODULES)
+                if not complete:
+                    raise
+        if complete:  # another process made it meanwhile; its files are the same
+            shutil.rmtree(work, ignore_errors=True)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
