@@ -669,7 +669,7 @@ def _files(
     The garbage collector waits meanwhile: rendering a 16,384-NPU table makes
     some 10^5 short-lived containers, none of them cyclic, and every
     collection they trigger walks all the objects the controller holds
-    (measured here: 60-150 of 240 ms for table 2.0 at 8,192 NPUs).
+    (what that cost: docs/performance.md#profile-and-what-it-changed).
     """
     paused = gc.isenabled()
     gc.disable()

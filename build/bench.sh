@@ -13,7 +13,7 @@
 # --vs-dns runs tests/bench/vsdns.py instead: ring-controller against the
 # DNS-probing baseline (build/examples/baseline), the same TrainJobs on the
 # real node of the workloads cluster (ring-devcluster up --with
-# jobset,volcano,trainer,node), and needs matplotlib for --plot.
+# jobset,volcano,trainer,node); --plot installs matplotlib when missing.
 # --delivery runs tests/bench/delivery.py: spec completed -> TF_CONFIG in a
 # container on the real node, per delivery mode (same cluster).
 # --launcher runs tests/bench/launcher.py: launcher start -> spec observed
@@ -24,8 +24,9 @@
 # (384 to 16,384 NPUs), one job per row, on kwok nodes ($RING_DEVCLUSTER_STATE
 # or .state/bench).
 #
-# Uses the virtualenv .venv (created and the project installed into it when
-# missing), brings up or reuses the cluster in --state-dir (default
+# Uses the virtualenv .venv (created, and the project with its test extra and
+# the dev-cluster tool build/devcluster installed into it, when missing),
+# brings up or reuses the cluster in --state-dir (default
 # .state/bench; stop it with `ring-devcluster down --state-dir .state/bench`),
 # and runs `python -m tests.bench.bench` with every argument given here.
 # The table goes to stdout, progress to stderr; --help lists the flags.
@@ -39,13 +40,18 @@ if [[ ! -x .venv/bin/python ]]; then
     echo "bench: creating virtualenv .venv" >&2
     "$python" -m venv .venv
 fi
-if [[ ! -x .venv/bin/ring-controller ]]; then
-    echo "bench: installing the project into .venv" >&2
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+if [[ ! -x .venv/bin/ring-controller || ! -x .venv/bin/ring-devcluster ]]; then
+    # Every mode brings up a dev cluster: the project and the dev-cluster tool (ringdevcluster).
+    echo "bench: installing the project and the dev-cluster tool into .venv" >&2
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]' -e build/devcluster
 fi
 for arg in "$@"; do
-    if [[ "$arg" == "--vs-dns" ]]; then
+    if [[ "$arg" == "--plot" || "$arg" == --plot=* ]]; then
         .venv/bin/python -c 'import matplotlib' 2>/dev/null || .venv/bin/python -m pip install --quiet --disable-pip-version-check matplotlib
+    fi
+done
+for arg in "$@"; do
+    if [[ "$arg" == "--vs-dns" ]]; then
         exec .venv/bin/python -m tests.bench.vsdns "$@"
     fi
     if [[ "$arg" == "--launcher" ]]; then

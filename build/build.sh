@@ -22,6 +22,7 @@ case "${1:-}" in
     --wheel-only) mode=wheel; shift ;;
     --daemonless) mode=daemonless; shift ;;
     "") ;;
+    -h|--help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
     *) echo "usage: build/build.sh [--wheel-only | --daemonless [build/image.sh args]]" >&2; exit 2 ;;
 esac
 

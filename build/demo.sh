@@ -5,6 +5,9 @@
 #
 #   build/demo.sh [--steps N] [--keep]
 #
+# --steps N   training steps per worker (default 20)
+# --keep      leave the job, its namespace and the controller afterwards
+#
 # On a machine that can run the real node (root, cgroups) it deploys the
 # controller from its image with the shipped manifests and trains on the real
 # node (build/demo_node.py); elsewhere it says why and runs the kwok demo.
@@ -16,6 +19,12 @@ export RING_DEVCLUSTER_STATE="${RING_DEVCLUSTER_STATE:-$repo/.state/devcluster}"
 python="${PYTHON:-python3}"
 
 step() { printf '==> %s\n' "$*" >&2; }
+for arg in "$@"; do
+    if [[ "$arg" == "--help" || "$arg" == "-h" ]]; then
+        sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
+        exit 0
+    fi
+done
 
 if [[ ! -x .venv/bin/python ]]; then
     step "creating virtualenv .venv"

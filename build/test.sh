@@ -3,6 +3,7 @@
 # Kubernetes control plane (ring-devcluster).
 #
 #   build/test.sh [--with torch] [pytest args...]
+#   build/test.sh --help          # this text
 #
 # --with torch adds tests/workloads/test_torch_gloo.py (a gloo all-reduce over
 # 3 pods of a stock PyTorch image, tests/support/torchimage.py): PyTorch from
@@ -41,6 +42,10 @@ cd "$repo"
 export RING_DEVCLUSTER_STATE="${RING_DEVCLUSTER_STATE:-$repo/.state/devcluster}"
 export RING_DEVCLUSTER_WORKLOADS_STATE="${RING_DEVCLUSTER_WORKLOADS_STATE:-$RING_DEVCLUSTER_STATE-workloads}"
 python="${PYTHON:-python3}"
+if [[ "${1:-}" == "--help" || "${1:-}" == "-h" ]]; then
+    sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
+    exit 0
+fi
 if [[ "${1:-}" == "--with" && "${2:-}" == "torch" ]]; then
     export RING_TEST_TORCH=1
     shift 2
@@ -63,6 +68,12 @@ python -m pip install --quiet --disable-pip-version-check -e '.[test,tensorflow,
 
 step "ring-devcluster up (state: $RING_DEVCLUSTER_STATE)"
 command -v go >/dev/null || echo "note: no 'go' on PATH; fine only if the binaries are already cached" >&2
+# Beside the first builds: download the Go modules of every later one (go
+# build downloads all of a module's before it compiles any, which on a fresh
+# machine is every module). Network, not CPU: nice 19.
+ring-devcluster build --download-only --with jobset,volcano,trainer,node,prometheus \
+    >"${TMPDIR:-/tmp}/ring-devcluster-download.log" 2>&1 &
+download_pid=$!
 ring-devcluster up --state-dir "$RING_DEVCLUSTER_STATE"
 
 step "ring-devcluster tools (helm and kubectl for the chart and kustomize tests; built from the Go module proxy once, cached)"
@@ -80,6 +91,8 @@ ring-devcluster up --state-dir "$RING_DEVCLUSTER_WORKLOADS_STATE" --with jobset,
 
 step "ring-devcluster build --with prometheus (promtool for tests/tools/test_alert_rules.py; cached: instant)"
 ring-devcluster build --with prometheus
+
+wait "$download_pid" || true  # long done by now; its modules are in place either way
 
 step "pytest tests $*"
 python -m pytest -v tests "$@"

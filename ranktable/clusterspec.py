@@ -473,8 +473,8 @@ def load_json(text: str) -> Any:
 
     Parsing the 2-6 MB files of a 16,384-NPU job makes some 10^5-10^6
     containers, none of them cyclic; the collections they trigger on the way
-    cost as much as the parse itself (measured: 0.1-0.3 s more for table 2.0
-    at 8,192 NPUs). Raises what ``json.loads`` raises.
+    cost as much as the parse itself (docs/performance.md#profile-and-what-it-changed).
+    Raises what ``json.loads`` raises.
     """
     paused = gc.isenabled()
     gc.disable()

@@ -5,8 +5,8 @@ launcher's start is part of the job's discovery time. ``dataclasses``
 loads ``inspect`` (and ``ast``, ``dis``, ``tokenize``...) and decorating
 the launcher's classes with it costs more again: together more than the
 10 ms of wall time per launcher start the rule in CONTRIBUTING.md asks of a
-stand-in (the figures: docs/performance.md, "Stand-ins for standard
-modules"). :func:`record` does the part those classes use.
+stand-in (the figures: docs/performance.md, "Stand-ins for
+standard-library modules"). :func:`record` does the part those classes use.
 ``tests/unit/test_frozen.py`` checks it against ``dataclasses`` on
 generated classes.
 

@@ -14,6 +14,12 @@ some, see :mod:`ringcontroller.scoped`; one for all namespaces by default):
   HyperNodes too, where that CRD is installed (their member selectors; a
   node's HyperNode path is worked out on use, :mod:`model.hypernode`).
 
+An optional API the server lacks (:data:`ringcontroller.serverinfo.OPTIONAL_APIS`:
+HyperNodes, ClusterTrainingRuntimes, ValidatingAdmissionPolicies) turns off
+what needs it, with one ``api.unavailable`` line and
+``ringcontroller_api_available{api}`` at 0; without ValidatingAdmissionPolicies
+no job counts self-registrations, whatever its annotation says.
+
 Their handlers go to :class:`agent.Agent`, which only enqueues job keys
 (and only once workers run: a standby's queue stays empty).
 ``workers`` tasks take keys from the queue and call ``Agent.sync``, following
@@ -45,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import math
 import time
 from functools import partial
@@ -55,7 +62,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from agent.agent import Agent
 from agent.api import NotFound
-from model import hypernode, trainjob
+from model import trainjob
 from model.configmap import configmap_record
 from model.hypernode import HyperNode, HyperNodeIndex, hypernode_record
 from model.keys import MANAGED_LABEL, MANAGED_VALUE
@@ -67,11 +74,12 @@ from model.topology import Path, RankOrder, node_path
 from ranktable.backoff import Backoff
 from ranktable.clusterspec import STATUS_COMPLETED
 from ringcontroller import kube
-from ringcontroller.metrics import REGISTRY, agent_metrics, reconcile_metrics, spec_metrics
+from ringcontroller.metrics import REGISTRY, agent_metrics, api_metrics, reconcile_metrics, spec_metrics
 from ringcontroller.options import Options
 from ringcontroller.reflector import Reflector
 from ringcontroller.resource import CONFIGMAPS, HYPERNODES, NODES, PODS, RUNTIMES, of_kind
 from ringcontroller.scoped import Scoped
+from ringcontroller.serverinfo import OPTIONAL_APIS
 from ringcontroller.workqueue import ShutDown, WorkQueue
 
 log = structlog.get_logger()
@@ -162,6 +170,8 @@ class Controller:
             on_delete=lambda _name, _old: self._hypernodes_changed(),
         )
         self._hypernode_index: HyperNodeIndex | None = None
+        #: Each optional API (:data:`OPTIONAL_APIS`) by name: served or not, as discovery found.
+        self.api_available: dict[str, bool] = {}
         self.agent = Agent(
             api=self.kube_api,
             enqueue=self._enqueue,
@@ -246,7 +256,16 @@ class Controller:
 
     def _workload(self, key: JobKey) -> WorkloadRecord | None:
         # Which workload serves the key is model's rule; the caches are ours.
-        return serving_workload(key, lookup=self._cached_workload, runtime_nodes=self._cached_runtime_nodes)
+        found = serving_workload(key, lookup=self._cached_workload, runtime_nodes=self._cached_runtime_nodes)
+        if (
+            found is not None
+            and found.self_register is not False
+            and not self.api_available.get("validatingadmissionpolicies", True)
+        ):
+            # No admission policy fences the launcher's grant: its annotation proves nothing.
+            # An explicit False also overrides --self-registration (a job's choice beats the flag).
+            return dataclasses.replace(found, self_register=False)
+        return found
 
     def _cached_workload(self, kind: WorkloadKind, key: str) -> WorkloadRecord | None:
         scoped = self.workloads.get(kind.short)
@@ -278,10 +297,7 @@ class Controller:
         """
         served: dict[str, set[str]] = {}
         backoff = Backoff(initial=DISCOVERY_BACKOFF[0], cap=DISCOVERY_BACKOFF[1], jitter=0.0, reset_after=math.inf)
-        groups = {f"{k.group}/{k.version}" for k in KINDS} | {
-            f"{trainjob.GROUP}/{trainjob.VERSION}",
-            f"{hypernode.GROUP}/{hypernode.VERSION}",
-        }
+        groups = {f"{k.group}/{k.version}" for k in KINDS} | {api.group_version for api in OPTIONAL_APIS}
         while True:
             try:
                 for gv in sorted(groups):
@@ -304,9 +320,24 @@ class Controller:
                     api_version=kind.api_version,
                     hint="its CRD is not installed; restart after installing it",
                 )
-        if trainjob.RUNTIME_PLURAL not in served.get(f"{trainjob.GROUP}/{trainjob.VERSION}", set()):
+        gauge = api_metrics(REGISTRY).available
+        for api in OPTIONAL_APIS:
+            available = api.resource in served.get(api.group_version, set())
+            self.api_available[api.name] = available
+            gauge.labels(api.name).set(1 if available else 0)
+            if not available:
+                # A warning where the flag asked for what is now off; a note otherwise (most
+                # clusters have no HyperNodes, and that is no fault).
+                wanted = api.name == "validatingadmissionpolicies" and self.options.self_registration
+                (log.warning if wanted else log.info)(
+                    "api.unavailable",
+                    api=f"{api.resource}.{api.group_version}",
+                    off=api.feature,
+                    hint=api.hint,
+                )
+        if not self.api_available["trainingruntimes"]:
             self.runtimes = None
-        if hypernode.PLURAL not in served.get(f"{hypernode.GROUP}/{hypernode.VERSION}", set()):
+        if not self.api_available["hypernodes"]:
             self.hypernodes = None
 
     async def start_informers(self) -> None:

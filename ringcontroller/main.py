@@ -16,6 +16,9 @@ Ways out, as controller-runtime's manager takes them:
   the workers are cancelled at once, since another replica may already be
   writing, and the process exits 1 so its restart starts clean.
 - A configuration error: exit 1 with the reason logged.
+- An API server older than Kubernetes 1.32: exit 3 (:data:`EXIT_SERVER_TOO_OLD`)
+  after one line naming the version found and the one needed, before any
+  watch starts (:mod:`ringcontroller.serverinfo`).
 
 Watches are closed (informer tasks cancelled) and the HTTP endpoints shut
 down on every way out.
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import signal
 import sys
@@ -35,12 +39,15 @@ import structlog
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
 
-from ringcontroller import logs, probes
-from ringcontroller.controller import Controller
+from agent.api import ApiError
+from ranktable.backoff import Backoff
+from ringcontroller import kube, logs, probes
+from ringcontroller.controller import DISCOVERY_BACKOFF, Controller
 from ringcontroller.kube import RestKubeAPI
 from ringcontroller.leader import ElectionThread, LeaderElector, default_identity, default_namespace
 from ringcontroller.metrics import REGISTRY
 from ringcontroller.options import VERSION, Options, parse
+from ringcontroller.serverinfo import EXIT_SERVER_TOO_OLD, MIN_VERSION, parse_version, too_old_message
 
 log = structlog.get_logger()
 
@@ -85,6 +92,44 @@ def elector_for(options: Options, cfg: Configuration) -> ElectionThread:
             )
 
     return ElectionThread(opened)
+
+
+async def check_server(api: ApiClient, stop: asyncio.Event) -> int | None:
+    """Read the API server's ``/version``; None to go on, else the exit code.
+
+    Retried with discovery's backoff while the server is unreachable (and
+    given up, exit 0, once ``stop`` is set). A server below the floor: one
+    ``server.too_old`` error line and :data:`EXIT_SERVER_TOO_OLD`. A refused
+    or unreadable ``/version``: a warning, and start-up goes on (discovery
+    then finds what the server serves).
+    """
+    floor = ".".join(map(str, MIN_VERSION))
+    backoff = Backoff(initial=DISCOVERY_BACKOFF[0], cap=DISCOVERY_BACKOFF[1], jitter=0.0, reset_after=math.inf)
+    while True:
+        try:
+            body = await kube.get_json(api, "/version", registry=REGISTRY)
+            break
+        except (ApiError, ValueError) as e:
+            log.warning("server.version_unreadable", error=str(e), need=floor)
+            return None
+        except Exception as e:  # noqa: BLE001 - unreachable API server: keep trying, as discovery does
+            delay = backoff.next_delay()
+            log.warning("server.unreachable", error=str(e), retry_in=delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+            if stop.is_set():
+                return EXIT_OK
+    found = parse_version(body)
+    if found is None:
+        log.warning("server.version_unknown", git_version=body.get("gitVersion"), need=floor)
+        return None
+    if not found.supported:
+        log.error(
+            "server.too_old", found=str(found), need=floor, exit_code=EXIT_SERVER_TOO_OLD, error=too_old_message(found)
+        )
+        return EXIT_SERVER_TOO_OLD
+    log.info("server.version", found=str(found), need=floor)
+    return None
 
 
 async def _first(main: Awaitable[Any], *interrupts: asyncio.Task[Any]) -> bool:
@@ -179,6 +224,10 @@ async def run(options: Options) -> int:
             leader_elect=options.leader_elect,
         )
         try:
+            refused = await check_server(api, stop)
+            if refused is not None:
+                log.info("controller.exited", exit_code=refused)
+                return refused
             if elector is not None:
                 await elector.start()
             code = await serve(controller, elector, stop, shutdown_timeout=options.shutdown_timeout)

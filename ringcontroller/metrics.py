@@ -39,10 +39,12 @@ __all__ = [
     "ClientMetrics",
     "LeaderMetrics",
     "AgentMetrics",
+    "ApiMetrics",
     "ReconcileMetrics",
     "SpecMetrics",
     "WorkqueueMetrics",
     "agent_metrics",
+    "api_metrics",
     "client_metrics",
     "leader_metrics",
     "reconcile_metrics",
@@ -257,6 +259,20 @@ class SpecMetrics:
         )
 
 
+class ApiMetrics:
+    """``ringcontroller_api_available{api}``: 1 when the API server serves the
+    optional API ``api`` (:data:`ringcontroller.serverinfo.OPTIONAL_APIS`),
+    0 when the feature that needs it is off. Set once, at discovery."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.available = Gauge(
+            "ringcontroller_api_available",
+            "1 when the API server serves the optional API (the feature that needs it is on), 0 when not",
+            ["api"],
+            registry=registry,
+        )
+
+
 _M = TypeVar("_M")
 
 
@@ -297,4 +313,8 @@ on ``registry`` (default ``REGISTRY``), created on first use."""
 
 spec_metrics = _per_registry(SpecMetrics)
 """``spec_metrics(registry=None)``: the spec-age gauge on ``registry``
+(default ``REGISTRY``), created on first use."""
+
+api_metrics = _per_registry(ApiMetrics)
+"""``api_metrics(registry=None)``: the optional-API gauge on ``registry``
 (default ``REGISTRY``), created on first use."""

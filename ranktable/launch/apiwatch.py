@@ -4,7 +4,7 @@ A ConfigMap mounted as a volume reaches the container only when the kubelet
 next syncs the pod (up to a minute or two after the write). Reading the
 ConfigMap through the API server sees the controller's write at once, at the
 price of a service account that may read it. It runs on the standard library
-(:mod:`ranktable.launch.kubeapi`, its own HTTP/1.1 and TLS over ``_socket`` and ``_ssl``; configuration from
+(:mod:`ranktable.launch.kubeapi`: ``http.client`` over ``ssl`` and ``socket``; configuration from
 :mod:`ranktable.launch.kubeconfig`), so the one-file launcher works in any image and
 a start costs no client package import.
 
@@ -19,7 +19,12 @@ resourceVersion seen (events and bookmarks advance it) when a watch ends. A
 relists, with exponential backoff for errors. ``403`` is final
 (:class:`ApiAccessError`, ``ring-launch`` exits 77): the Role below is
 missing, and waiting will not fix that. ``401`` is final too, after one
-retry with the token file read again (a rotated token).
+retry with the token file read again (a rotated token). A server
+certificate that fails verification is final as well
+(:class:`ranktable.launch.kubeapi.TlsVerifyError`, an :class:`ApiConfigError`:
+exit 78). An answer over a cap or one that cannot be framed
+(:class:`ranktable.launch.kubeapi.HttpProtocolError`) is one log line and a
+retry with backoff, like any transport error.
 
 Client configuration (:func:`ranktable.launch.kubeconfig.load_client_config`):
 ``--kubeconfig`` when given; else the in-cluster service account; else
@@ -208,7 +213,7 @@ class ApiSource:
                     resource_version = None
                 except ApiConfigError:
                     raise
-                except Exception as err:  # noqa: BLE001 - transport errors (sockets, TLS, HTTP framing: kubeapi.HttpProtocolError, bad JSON): retried to the deadline
+                except Exception as err:  # noqa: BLE001 - transport errors (sockets, TLS, HTTP framing and caps: kubeapi.HttpProtocolError, bad JSON): retried to the deadline
                     self._pause(f"{type(err).__name__}: {err}", backoff, deadline)
                     resource_version = None
         finally:

@@ -4,15 +4,15 @@ With ``--register`` (or ``$RING_REGISTER``) the launcher's PATCH of its own
 pod (:mod:`ranktable.registration`) is what the controller waits for, so
 the time from process start to that PATCH is the job's discovery overhead.
 Most of it used to be imports: ``dataclasses`` (and
-``inspect``), ``http.client`` (and the ``email`` package), the spec and
-framework modules, none of which the PATCH needs. Eight launchers starting
+``inspect``), the spec and framework modules, none of which the PATCH
+needs. Eight launchers starting
 at once on a two-core node pay that eight times over.
 
 So :func:`ranktable.launch.pyzmain.run` calls :func:`start` first. It reads the
 command line as ``main`` will (:func:`ranktable.launch.launchopts.parsed_quietly`),
 loads the client configuration (:mod:`ranktable.launch.kubeconfig`), opens the TLS
 connection and writes the PATCH (:meth:`ranktable.launch.kubeapi.KubeClient.send_first`),
-all on ``os``, ``_socket``, ``_ssl``, ``json`` and ``ipaddress``, and returns
+all on ``os``, ``http.client`` (with ``ssl`` and ``socket``), ``json`` and ``ipaddress``, and returns
 an :class:`Early` without waiting for the answer. The launcher then loads
 itself while the API server works; :func:`ranktable.launch.launcher.main` reads the
 answer (:meth:`Early.answer`), says what it said before (registered, refused

@@ -30,7 +30,7 @@ TABLE = {
     DAMAGED: "the launcher file (.pyz) is damaged or incomplete",
     OLD_PYTHON: "Python older than 3.9",
     API_DENIED: "the API server refused (401/403): the Role is missing",
-    API_CONFIG: "no API configuration: token file, CA bundle, kubeconfig",
+    API_CONFIG: "no usable API configuration: token file, CA bundle, kubeconfig, a server certificate that fails",
     TIMEOUT: "timeout",
     NOT_EXECUTABLE: "CMD not executable",
     NOT_FOUND: "CMD not found",

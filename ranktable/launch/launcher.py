@@ -39,7 +39,7 @@ packs :mod:`ranktable` into one file, ``dist/ring-launch.pyz``
 (:mod:`ranktable.launch.pyzmain` is its entry), which any image with a python3 runs
 as ``python3 ring-launch.pyz -- CMD``; the package's ``ring-launch`` console
 script runs this same module. ``--from-api`` loads :mod:`ranktable.launch.apiwatch`
-(its own HTTP/1.1 on ``_socket`` and ``_ssl``) only when used, which keeps a
+(``http.client`` over ``ssl``) only when used, which keeps a
 file-mode start fast. A start loads no ``dataclasses`` (:mod:`ranktable.frozen`):
 the modules tests/support/launcherpyz.py ``HEAVY`` names. Other standard
 modules are used as they are (the rule in CONTRIBUTING.md: a stand-in stays
@@ -51,8 +51,9 @@ Exit codes (when CMD was not started or did not end by itself), :mod:`ranktable.
 2 usage error, 3 this pod never appeared in the completed spec, 4
 ``--max-restarts`` spent, 65 malformed spec, 66 the launcher file is damaged,
 69 Python older than 3.9 (from the pyz's entry), 77 the API server refused
-(401/403: the Role is missing), 78 no API configuration (token file, CA
-bundle, kubeconfig), 124 timeout, 1 any other API or I/O error, 126/127 CMD
+(401/403: the Role is missing), 78 no usable API configuration (token
+file, CA bundle, kubeconfig; a server certificate that fails verification;
+no ``ssl``), 124 timeout, 1 any other API or I/O error, 126/127 CMD
 not executable / not found.
 """
 
@@ -199,7 +200,10 @@ def _register(source: ApiSource, pod: str | None, early: Early | None = None) ->
     """Self-registration (``--register``): one PATCH of this pod's annotation; a refusal is said once, never fatal.
 
     ``early``: the PATCH :mod:`ranktable.launch.earlyreg` already sent for this pod
-    (on ``source``'s connection); only its answer is read here.
+    (on ``source``'s connection); only its answer is read here. Raises
+    :class:`~ranktable.launch.kubeconfig.ApiConfigError` for what no wait
+    fixes (an unreadable token file, a server certificate that fails
+    verification): ``main`` reports it and exits 78.
     """
     from ranktable.launch.kubeapi import ApiStatusError
 
@@ -291,7 +295,11 @@ def main(argv: list[str] | None = None, *, early: Early | None = None) -> int:
             _log(f"error: {err}")
             return EXIT_API_CONFIG
         if register:
-            _register(source, args.pod, early)
+            try:
+                _register(source, args.pod, early)
+            except ApiConfigError as err:  # the token file, or a server certificate that fails verification
+                _log(f"error: {err}")
+                return EXIT_API_CONFIG
         refused: tuple[type[Exception], ...] = (ApiAccessError,)
         unconfigured: tuple[type[Exception], ...] = (ApiConfigError,)
     else:

@@ -7,13 +7,14 @@
 Start: N launchers (``--concurrency``) start at once, each with
 ``--print json`` against a spec that is already completed, in file mode (a
 kubelet-style directory) and API mode (a ConfigMap on the real API server,
-the admin kubeconfig's client certificate). Per launcher: wall seconds from
+the admin kubeconfig's client certificate, and ``api-token``: a bound token
+of a ServiceAccount, as in a pod). Per launcher: wall seconds from
 process start to exit (it exits right after it observed the spec and printed
 the variables) and CPU seconds (user + system, from ``wait4``'s rusage).
-"before" runs ``python -m ranktable.launch.launcher`` from ``git archive REF``
-(default: where this branch left main) with this virtualenv's Python, as the
-console script did; "after" runs ``python3 -I -S dist/ring-launch.pyz``
-(built from the work tree).
+"before" runs the one-file launcher built from ``git archive REF``
+(default: where this branch left main), "after" the one built from the work
+tree, both as ``python3 -I -S ring-launch.pyz`` with this virtualenv's
+Python.
 
 Wait: one file-mode launcher waits ``--wait`` seconds on an initializing spec;
 then the completed spec is swapped in the kubelet's way. Reported: its CPU
@@ -72,7 +73,7 @@ from tests.support.clients import REPO, K8s, devcluster_state_dir
 from tests.support.kubectlring import token_kubeconfig
 from tests.support.kubehelp import create_namespace, delete_namespace
 from tests.support.kubeletdir import KubeletDir
-from tests.support.launcherapi import put_spec
+from tests.support.launcherapi import put_spec, service_account
 from tests.support.specs import make_spec
 
 POD = "job-worker-3"
@@ -128,6 +129,7 @@ def summary(rows: list[tuple[float, float, int]]) -> dict[str, float]:
         "wall_p50": statistics.median(walls),
         "wall_max": max(walls),
         "cpu_mean": statistics.mean(cpus),
+        "cpu_p50": statistics.median(cpus),
         "cpu_max": max(cpus),
         "n": len(rows),
     }
@@ -146,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--realtime",
         action="store_true",
-        help="standins: start each launcher under `chrt -f 10` (a core of its own on a shared machine; root)",
+        help="a launcher alone runs under `chrt -f 10`, a core of its own on a shared machine (root): "
+        "start, N=1; standins, every start",
     )
     p.add_argument("--json", type=Path, metavar="OUT")
     args = p.parse_args(argv)
@@ -176,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-launcher-"))
     old = before_tree(ref, work / "before")
     pyz = launcherpyz.build(work / "ring-launch.pyz")
+    launcherpyz.builder().build(work / "before.pyz", repo=old)
     namespace = create_namespace(k8s, f"bench-launcher-{os.getpid()}")
     figures: dict[str, Any] = {"before_ref": ref, "start": {}, "wait": {}}
     try:
@@ -185,35 +189,52 @@ def main(argv: list[str] | None = None) -> int:
         volume.publish_spec(spec)
         put_spec(k8s, namespace, CM, spec)
         variants = {
-            "before": [sys.executable, "-m", "ranktable.launch.launcher"],
+            "before": [sys.executable, "-I", "-S", str(work / "before.pyz")],
             "after": [sys.executable, "-I", "-S", str(pyz)],
         }
         env_of = {
-            "before": {"PATH": os.environ["PATH"], "PYTHONPATH": str(old), "POD_NAME": POD},
+            "before": {"PATH": os.environ["PATH"], "POD_NAME": POD},
             "after": {"PATH": os.environ["PATH"], "POD_NAME": POD},
         }
         modes = {
             "file": ["--config-dir", str(volume.root)],
             "api": ["--from-api", "--kubeconfig", str(cluster.kubeconfig), "--namespace", namespace, "--configmap", CM],
         }
+        if "start" in args.parts.split(","):  # a bound token, as in a pod (no client certificate to load)
+            token = service_account(k8s, namespace, "trainer", configmap=CM, verbs=["get", "list", "watch"])
+            config = token_kubeconfig(cluster.kubeconfig, token, work / "token.kubeconfig")
+            modes["api-token"] = [
+                "--from-api",
+                "--kubeconfig",
+                str(config),
+                "--namespace",
+                namespace,
+                "--configmap",
+                CM,
+            ]
         lines = []
+        figures["realtime"] = args.realtime
         if "start" in args.parts.split(","):
-            lines.append(f"{'variant':8} {'mode':5} {'N':>3} {'wall p50':>9} {'wall max':>9} {'CPU-s/launcher':>15}")
+            lines.append(
+                f"{'variant':8} {'mode':5} {'N':>3} {'wall p50':>9} {'wall max':>9} {'CPU-s/launcher':>15} {'CPU p50':>8}"
+            )
         for mode, mode_args in modes.items() if "start" in args.parts.split(",") else ():
             for n in [int(x) for x in args.concurrency.split(",")]:
-                for variant, base in variants.items():
-                    rows: list[tuple[float, float, int]] = []
-                    for _ in range(args.repeats):
-                        argv1 = [*base, *mode_args, "--timeout", "60", "--print", "json"]
-                        rows += run_at_once([argv1] * n, env_of[variant], work)
+                rows_of: dict[str, list[tuple[float, float, int]]] = {variant: [] for variant in variants}
+                alone = ["chrt", "-f", "10"] if args.realtime and n == 1 else []
+                for _ in range(args.repeats):  # the variants take turns, so a change in the machine's load hits both
+                    for variant, base in variants.items():
+                        argv1 = [*alone, *base, *mode_args, "--timeout", "60", "--print", "json"]
+                        rows_of[variant] += run_at_once([argv1] * n, env_of[variant], work)
+                for variant, rows in rows_of.items():
                     s = summary(rows)
                     figures["start"][f"{variant}/{mode}/{n}"] = s
                     lines.append(
                         f"{variant:8} {mode:5} {n:>3} {s['wall_p50']:>8.3f}s {s['wall_max']:>8.3f}s {s['cpu_mean']:>14.3f}"
+                        f" {s['cpu_p50']:>8.3f}"
                     )
                     _say(lines[-1])
         if "register" in args.parts.split(","):
-            launcherpyz.builder().build(work / "before.pyz", repo=old)
             figures["register"] = register_figures(
                 k8s,
                 kubeconfig=cluster.kubeconfig,

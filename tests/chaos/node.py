@@ -93,7 +93,7 @@ STEPS_AGAIN = 3
 STEP_DELAY = 0.3
 RECOVERY_TIMEOUT = 420.0
 CHAOS_COMMENT = "ring-devcluster-chaos"
-#: The trainer image under a tag of this run's own: other sessions import their own
+#: The trainer image under a tag of its own: other runs and checkouts import their own
 #: build as ring-trainer:<version> into the same containerd, and a replacement pod
 #: must start the image the job started with.
 IMAGE = "ring-trainer:chaos-node"

@@ -471,3 +471,14 @@ def test_stopped_scheduler_leaves_pods_pending_until_restarted(devcluster: Clust
     finally:
         devcluster.start_component("kube-scheduler")
     wait_for(lambda: _running(k8s, namespace, "waiting"), what="pod Running after the scheduler restarts")
+
+
+def test_the_running_release_is_the_one_served_and_another_is_not_swapped_in(devcluster: Cluster, k8s: K8s) -> None:
+    from ringdevcluster import ClusterError, ensure_up
+
+    running = devcluster.versions["kube"]
+    assert client.VersionApi(k8s.api).get_code().git_version == running  # the stamp is the release built
+    other = "v1.31.14" if running != "v1.31.14" else "v1.32.13"
+    with pytest.raises(ClusterError, match=rf"runs Kubernetes {running}, not {other}: stop it first"):
+        ensure_up(state_dir=devcluster.state_dir, kube=other)
+    assert devcluster.healthy()  # untouched

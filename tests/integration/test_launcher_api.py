@@ -81,6 +81,17 @@ def waiting(
     proc.communicate()
 
 
+def http_client_modules() -> set[str]:
+    """What ``import http.client, ssl`` loads by itself on this Python (``random``, by ``email.utils``, among them)."""
+    probe = subprocess.run(
+        [sys.executable, "-X", "importtime", "-I", "-S", "-c", "import http.client, ssl"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {line.rpartition("|")[2].strip() for line in probe.stderr.splitlines() if line.startswith("import time:")}
+
+
 def test_token_kubeconfig_watches_until_the_spec_completes(
     k8s: Any, namespace: str, waiting: subprocess.Popen[str]
 ) -> None:
@@ -98,13 +109,12 @@ def test_token_kubeconfig_watches_until_the_spec_completes(
     out, err = waiting.communicate(timeout=30)
     assert waiting.returncode == 0, err
     assert tf_config_of(out) == tf_config(spec, pod=POD)
-    # It listed and watched on ranktable.launch.kubeapi's own HTTP and TLS (_ssl, not ssl): every module below
-    # cost CPU at start (tests/unit/test_launcher_pyz.py HEAVY: the file mode's list).
+    # It listed and watched through ranktable.launch.kubeapi on http.client, ssl and socket (public modules);
+    # none of the modules a start must not load (tests/support/launcherpyz.py HEAVY) came with them.
     lines = [*said, *err.splitlines()]
     imported = {line.rpartition("|")[2].strip() for line in lines if line.startswith("import time:")}
-    assert {"ranktable.launch.kubeapi", "_ssl"} <= imported
-    heavy = {"http", "email", "urllib", "ssl", "socket", *HEAVY}
-    assert sorted(name for name in imported if name.split(".")[0] in heavy) == []
+    assert {"ranktable.launch.kubeapi", "http.client", "ssl", "socket"} <= imported
+    assert sorted(name for name in imported - http_client_modules() if name.split(".")[0] in HEAVY) == []
     print(f"watch: spec written -> launcher exited in {time.monotonic() - started:.3f}s")
 
 
@@ -147,3 +157,24 @@ def test_a_kubeconfig_naming_a_missing_ca_exits_78(
     result = run(launch(pyz_file, broken, namespace, "--timeout", "30", "--print", "json"))
     assert result.returncode == exitcodes.API_CONFIG, result.stderr
     assert "cannot load the CA bundle" in result.stderr.strip().splitlines()[-1]
+
+
+def test_a_server_certificate_from_another_ca_exits_78_in_one_line(
+    kubeconfig: Path, namespace: str, pyz_file: Path, tmp_path: Path
+) -> None:
+    config = yaml.safe_load(kubeconfig.read_text(encoding="utf-8"))
+    cluster = config["clusters"][0]["cluster"]
+    cluster.pop("certificate-authority-data")
+    cluster["certificate-authority"] = str(Path(__file__).parents[1] / "unit" / "data" / "tls" / "other-ca.crt")
+    wrong = tmp_path / "wrong-ca.kubeconfig"
+    wrong.write_text(json.dumps(config), encoding="utf-8")
+    started = time.monotonic()
+    result = run(launch(pyz_file, wrong, namespace, "--timeout", "60", "--print", "json"))
+    assert result.returncode == exitcodes.API_CONFIG, result.stderr
+    errors = [line for line in result.stderr.splitlines() if "error" in line or "retrying" in line]
+    server = cluster["server"].removeprefix("https://")
+    assert errors == [
+        f"ring-launch: error: kubeconfig {wrong}: TLS to {server}: the server's certificate was refused: "
+        "unable to get local issuer certificate"
+    ]
+    assert time.monotonic() - started < 30  # final at once, not retried to the 60 s deadline

@@ -347,12 +347,13 @@ def test_without_the_grant_the_launcher_says_so_once_and_waits_for_the_kubelet(
 
 
 #: Runs :func:`ranktable.launch.earlyreg.start` from the one-file launcher (argv[1]) as its entry does, says which
-#: heavy modules are loaded once the PATCH is sent, waits for the test's go, then reads the API server's answer.
+#: heavy modules are loaded once the PATCH is sent (http.client and ssl are: the PATCH goes out through them),
+#: waits for the test's go, then reads the API server's answer.
 EARLY_PROBE = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from ranktable.launch import earlyreg
-HEAVY = ("dataclasses", "inspect", "http.client", "email", "ranktable.launch.launcher", "ranktable.clusterspec")
+HEAVY = ("dataclasses", "inspect", "ranktable.launch.launcher", "ranktable.clusterspec")
 early = earlyreg.start(sys.argv[2:])
 print(json.dumps({"sent": early is not None, "loaded": [m for m in HEAVY if m in sys.modules]}), flush=True)
 sys.stdin.readline()
@@ -361,7 +362,7 @@ print(json.dumps({"answered": True, "kept": early.client._conn is not None}), fl
 """
 
 
-def test_the_one_file_launcher_registers_before_it_loads_http_client_or_the_spec_code(
+def test_the_one_file_launcher_registers_before_it_loads_the_spec_code(
     k8s: Any, kubeconfig: Path, namespace: str, launcher_grant: str, tmp_path: Path
 ) -> None:
     pod = _pod(k8s, namespace, "worker-0", launcher_grant)

@@ -31,4 +31,6 @@ def build(out: Path) -> Path:
 #: What a launcher start must not import (issue 24: the launcher's start is part of the job's
 #: discovery time): the modules a stand-in keeps out, by the rule in CONTRIBUTING.md (its
 #: figures: docs/performance.md), and modules only other paths use.
+#: API mode loads http.client, ssl and socket (ranktable/launch/kubeapi.py); file mode loads none
+#: of them (tests/unit/test_launcher_pyz.py API_CLIENT).
 HEAVY = ("dataclasses", "inspect", "hashlib", "gzip", "shlex")

@@ -304,3 +304,17 @@ def test_kustomize_overlay_without_the_fence_keeps_the_old_username(tmp_path: Pa
     (overlay / "kustomization.yaml").write_text(yaml.safe_dump({"resources": [str(base)], "namespace": "ml-system"}))
     (condition,) = _one(charts.kustomize(overlay), "ValidatingAdmissionPolicy")["spec"]["matchConditions"]
     assert "system:serviceaccount:ring-controller:ring-controller" in condition["expression"]
+
+
+def test_the_chart_refuses_a_cluster_below_the_controllers_floor() -> None:
+    from ringcontroller.serverinfo import MIN_VERSION
+
+    floor = ".".join(map(str, MIN_VERSION))
+    below = f"{MIN_VERSION[0]}.{MIN_VERSION[1] - 1}.0"
+    refused = charts.run(
+        [charts.tool("helm"), "template", "ring-controller", CHART, "--kube-version", below], check=False
+    )
+    assert refused.returncode != 0
+    assert "kubeVersion" in refused.stderr and below in refused.stderr
+    accepted = charts.run([charts.tool("helm"), "template", "ring-controller", CHART, "--kube-version", f"{floor}.0"])
+    assert "kind: Deployment" in accepted.stdout

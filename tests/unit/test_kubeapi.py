@@ -1,349 +1,323 @@
-"""The launcher's own HTTP/1.1 (:mod:`ranktable.launch.kubeapi`) on plain bytes.
+"""The launcher's HTTP (:mod:`ranktable.launch.kubeapi`, on ``http.client``) against a scripted server on loopback.
 
-The reader (:class:`~ranktable.launch.kubeapi.Response`) reads answers from
-``io.BytesIO`` or one end of a ``socket.socketpair``; the client
-(:class:`~ranktable.launch.kubeapi.KubeClient`) gets socketpairs instead of TCP
-connections, their far ends holding the answers written before it asks.
-Against the real API server: tests/integration/test_launcher_api.py and
-test_self_register_policy.py.
+Each test names what the client must do with what a server sends: one
+kept-alive connection, one retry when the server dropped it, refusals with
+their ``Status`` message, watch lines as they come; and the caps: an answer
+too big, a line without end, endless ``100 Continue`` answers or trailers, an
+answer that cannot be framed each raise one line (an ``OSError``, which the
+watch loop retries with backoff) after a bounded read. The caps are set
+small here (``monkeypatch``); the server sends several times the cap, so a
+client without the cap reads it all and the test fails on what it returns.
+The 401 rule (read the token file again, try once more) is checked through
+:class:`~ranktable.launch.apiwatch.ApiSource`. TLS: test_kubeapi_tls.py.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import socket
-from collections.abc import Iterator
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
-from ranktable.launch.kubeapi import (
-    ApiStatusError,
-    HttpProtocolError,
-    KubeClient,
-    Response,
-    ServerClosedError,
-    query_string,
-    quote,
-    request_head,
-)
+from ranktable.launch import apiwatch, kubeapi
+from ranktable.launch.apiwatch import ApiAccessError, ApiSource
+from ranktable.launch.kubeapi import AnswerTooLarge, ApiStatusError, HttpProtocolError, KubeClient
 from ranktable.launch.kubeconfig import ClientConfig
-
-CONFIG = ClientConfig(host="api.example", port=6443, where="test", tls=False, token="sekret")
-
-
-def response(data: bytes) -> Response:
-    return Response(io.BytesIO(data))
-
-
-def ok(body: bytes, *headers: str) -> bytes:
-    head = "".join(f"{header}\r\n" for header in headers)
-    return f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n{head}".encode() + b"\r\n" + body
+from tests.support.loopback import Answer, Loopback, Reply, Request, answer, chunked
 
 
 def ok_json(value: object, *headers: str) -> bytes:
-    body = json.dumps(value).encode()
-    return ok(body, f"Content-Length: {len(body)}", *headers)
-
-
-def chunked(*chunks: bytes, tail: bytes = b"0\r\n\r\n") -> bytes:
-    return b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for chunk in chunks) + tail
-
-
-# --- the reader -------------------------------------------------------------------------------
-
-
-def test_content_length_reads_exactly_the_body_and_leaves_the_next_answer() -> None:
-    stream = io.BytesIO(ok(b'{"a":1}', "content-LENGTH: 7") + ok(b"{}", "Content-Length: 2"))
-    first = Response(stream)
-    assert (first.status, first.reason, first.headers["content-type"]) == (200, "OK", "application/json")
-    assert first.read() == b'{"a":1}'
-    assert first.done and not first.will_close
-    assert Response(stream).read() == b"{}"  # the same connection: the next answer starts right after
-
-
-def test_chunked_lines_split_across_chunks_and_several_in_one_chunk() -> None:
-    body = chunked(b'{"n":1}\n{"n"', b":2}\n", b'{"n":3}\n{"n":4}\n{"n":5}\n', b'{"n":6}')
-    stream = io.BytesIO(ok(body, "Transfer-Encoding: chunked") + ok(b"{}", "Content-Length: 2"))
-    answer = Response(stream)
-    lines = list(answer.lines())
-    assert [json.loads(line)["n"] for line in lines] == [1, 2, 3, 4, 5, 6]
-    assert lines[0] == b'{"n":1}\n' and lines[-1] == b'{"n":6}'  # the last line needs no newline
-    assert answer.done and not answer.will_close
-    assert Response(stream).read() == b"{}"
-
-
-def test_chunk_extensions_and_trailers_are_read_past() -> None:
-    body = b'5;name=value\r\n{"a":\r\n3 ; x\r\n12}\r\n0;last\r\nX-Trailer: 1\r\nX-Other: 2\r\n\r\n'
-    stream = io.BytesIO(ok(body, "TRANSFER-encoding: Chunked") + ok(b"{}", "Content-Length: 2"))
-    assert json.loads(Response(stream).read()) == {"a": 12}
-    assert Response(stream).read() == b"{}"  # the trailers were consumed up to their empty line
-
-
-def test_lines_come_as_soon_as_complete_before_the_stream_ends() -> None:
-    server, client = socket.socketpair()
-    with server, client:
-        client.settimeout(5)  # a reader that waited for more would raise here, not hang
-        server.sendall(ok(b"", "Transfer-Encoding: chunked") + chunked(b'{"n":1}\n{"n', tail=b""))
-        lines = Response(client.makefile("rb")).lines()
-        assert next(lines) == b'{"n":1}\n'
-        server.sendall(chunked(b'":2}\n', tail=b""))
-        assert next(lines) == b'{"n":2}\n'
-        server.sendall(b"0\r\n\r\n")
-        assert list(lines) == []
-
-
-def test_a_body_without_length_or_chunking_ends_with_the_connection() -> None:
-    answer = response(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n" + b'{"a":1}\n{"b":2}')
-    assert answer.will_close
-    assert list(answer.lines()) == [b'{"a":1}\n', b'{"b":2}']
-    assert answer.done
-
-
-@pytest.mark.parametrize(
-    ("status_line", "header", "closes"),
-    [
-        ("HTTP/1.1 200 OK", "Connection: keep-alive", False),
-        ("HTTP/1.1 200 OK", "Connection: Close", True),
-        ("HTTP/1.1 200 OK", "connection: upgrade, close", True),
-        ("HTTP/1.0 200 OK", "X-Nothing: here", True),
-    ],
-)
-def test_connection_close_and_http_1_0_mean_close_after(status_line: str, header: str, closes: bool) -> None:
-    answer = response(f"{status_line}\r\n{header}\r\nContent-Length: 2\r\n\r\n{{}}".encode())
-    assert answer.read() == b"{}"
-    assert answer.will_close is closes
-
-
-def test_interim_1xx_answers_are_skipped() -> None:
-    answer = response(b"HTTP/1.1 100 Continue\r\n\r\n" + ok(b"{}", "Content-Length: 2"))
-    assert (answer.status, answer.read()) == (200, b"{}")
-
-
-@pytest.mark.parametrize(
-    ("data", "says"),
-    [
-        (ok(b"", "Transfer-Encoding: chunked") + b'10\r\n{"n":1}\n', "before the end of the chunk"),
-        (ok(b"", "Transfer-Encoding: chunked") + chunked(b"{}", tail=b""), "before the chunk size line"),
-        (ok(b"", "Transfer-Encoding: chunked") + b"2\r\n{}XX0\r\n\r\n", "not followed by CRLF"),
-        (ok(b"", "Transfer-Encoding: chunked") + b"0x2\r\n{}\r\n0\r\n\r\n", "bad chunk size"),
-        (ok(b"", "Transfer-Encoding: chunked") + b"-2\r\n{}\r\n0\r\n\r\n", "bad chunk size"),
-        (ok(b"", "Transfer-Encoding: chunked") + b"0\r\nX-Trailer: 1\r\n", "before the trailer line"),
-        (ok(b'{"a"', "Content-Length: 7"), "3 bytes before the end of the body"),
-    ],
-    ids=["chunk", "no-last-chunk", "chunk-crlf", "hex-prefix", "negative", "trailers", "content-length"],
-)
-def test_a_truncated_or_malformed_body_is_a_protocol_error(data: bytes, says: str) -> None:
-    answer = response(data)
-    with pytest.raises(HttpProtocolError, match=says) as raised:
-        list(answer.lines())
-    assert isinstance(raised.value, OSError)  # transport trouble: the launcher's loop retries it
-    assert not answer.done
-
-
-@pytest.mark.parametrize(
-    ("data", "says"),
-    [
-        (b"HTTP/1.1 2000 OK\r\n\r\n", "bad status line"),
-        (b"SPDY/3 200 OK\r\n\r\n", "bad status line"),
-        (b"HTTP/1.1 200 OK\r\nno colon\r\n\r\n", "bad header line"),
-        (b"HTTP/1.1 200 OK\r\nContent-Length: 1e3\r\n\r\n", "bad Content-Length"),
-        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", "unsupported Transfer-Encoding"),
-        (b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 0\r\n\r\n", "unsupported Content-Enc"),
-        (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n", "ended before the header line"),
-        (b"HTTP/1.1 200 OK\r\nX: " + b"y" * 70000 + b"\r\n\r\n", "longer than 65536"),
-        (b"HTTP/1.1 200 OK\r\n" + b"X: y\r\n" * 101 + b"\r\n", "more than 100 header lines"),
-    ],
-)
-def test_a_malformed_head_is_a_protocol_error(data: bytes, says: str) -> None:
-    with pytest.raises(HttpProtocolError, match=says):
-        response(data)
-
-
-def test_a_connection_closed_before_the_answer_is_server_closed() -> None:
-    with pytest.raises(ServerClosedError, match="ended before the status line") as raised:
-        response(b"")
-    assert isinstance(raised.value, ConnectionResetError)  # what the client retries once on a kept-alive connection
-    with pytest.raises(HttpProtocolError, match="ended in a status line"):
-        response(b"HTTP/1.1 20")
-
-
-def test_read_with_a_limit_stops_there() -> None:
-    assert response(ok(b"x" * 100, "Content-Length: 100")).read(10) == b"x" * 10
-
-
-# --- encoding ---------------------------------------------------------------------------------
-
-
-def test_quote_encodes_everything_outside_unreserved_characters() -> None:
-    assert quote("team-a.b_c~9") == "team-a.b_c~9"
-    assert quote("a b/c?d#e%f&g=h+é") == "a%20b%2Fc%3Fd%23e%25f%26g%3Dh%2B%C3%A9"
-    query = {"fieldSelector": "metadata.name=rings-config-x", "watch": "true", "x y": "1&2"}
-    assert query_string(query) == "fieldSelector=metadata.name%3Drings-config-x&watch=true&x%20y=1%262"
-
-
-# --- the client on socketpairs ----------------------------------------------------------------
-
-
-class Wire:
-    """Stands in for the network: connection ``i`` the client opens is a socketpair whose far end
-    already holds ``answers[i]`` (None: it ends its side at once); ``sent(i)`` is what the client wrote on it."""
-
-    def __init__(self, client: KubeClient, *answers: bytes | None) -> None:
-        self.ends: list[socket.socket] = []
-        self._pending = list(answers)
-        client._open = self._open  # type: ignore[method-assign]
-
-    def _open(self) -> socket.socket:
-        if not self._pending:
-            raise AssertionError("the client opened more connections than the test expected")
-        near, far = socket.socketpair()
-        near.settimeout(5)
-        answer = self._pending.pop(0)
-        if answer is None:
-            far.shutdown(socket.SHUT_WR)
-        else:
-            far.sendall(answer)
-        self.ends.append(far)
-        return near
-
-    def sent(self, index: int) -> bytes:
-        far = self.ends[index]
-        far.setblocking(False)
-        data = b""
-        while True:
-            try:
-                piece = far.recv(65536)
-            except BlockingIOError:
-                return data
-            if not piece:
-                return data
-            data += piece
-
-    def close(self) -> None:
-        for end in self.ends:
-            end.close()
+    return answer("200 OK", json.dumps(value).encode(), "Content-Type: application/json", *headers)
 
 
 @pytest.fixture
-def client() -> Iterator[KubeClient]:
-    client = KubeClient(CONFIG, connect_timeout=5)
-    yield client
-    client.close()
+def serve() -> Iterator[Callable[..., tuple[Loopback, KubeClient]]]:
+    """``serve(handler, token=...)``: a loopback server and a plain-HTTP client of it."""
+    made: list[tuple[Loopback, KubeClient]] = []
+
+    def make(handler: Callable[[Request], Answer], *, token: str = "sekret") -> tuple[Loopback, KubeClient]:
+        server = Loopback(handler)
+        config = ClientConfig(host="127.0.0.1", port=server.port, where="test", tls=False, token=token)
+        made.append((server, KubeClient(config, connect_timeout=5)))
+        return made[-1]
+
+    yield make
+    for server, client in made:
+        client.close()
+        server.close()
 
 
-def test_requests_are_written_in_full_and_a_kept_alive_connection_is_reused(client: KubeClient) -> None:
-    wire = Wire(client, ok_json({"n": 1}) + ok_json({"n": 2}))
-    try:
-        assert client.get_json("/api/v1/namespaces/a/configmaps", {"fieldSelector": "metadata.name=x"}, timeout=5) == {
-            "n": 1
-        }
-        assert client.patch_merge("/api/v1/namespaces/a/pods/p", {"a": 1}, timeout=5) == {"n": 2}
-        assert len(wire.ends) == 1  # both went out on the one connection
-        assert wire.sent(0) == (
-            b"GET /api/v1/namespaces/a/configmaps?fieldSelector=metadata.name%3Dx HTTP/1.1\r\n"
-            b"Host: api.example:6443\r\nAccept: application/json\r\nUser-Agent: ring-launch\r\n"
-            b"Authorization: Bearer sekret\r\n\r\n"
-            b"PATCH /api/v1/namespaces/a/pods/p HTTP/1.1\r\n"
-            b"Host: api.example:6443\r\nAccept: application/json\r\nUser-Agent: ring-launch\r\n"
-            b"Authorization: Bearer sekret\r\nContent-Type: application/merge-patch+json\r\nContent-Length: 7\r\n\r\n"
-            b'{"a":1}'
-        )
-    finally:
-        wire.close()
+def scripted(*answers: Answer) -> Callable[[Request], Answer]:
+    """A handler that gives ``answers`` in order, one per request."""
+    pending = list(answers)
+    return lambda _request: pending.pop(0)
 
 
-@pytest.mark.parametrize("how", ["closed", "half-closed"])
-def test_a_kept_alive_connection_the_server_closed_gets_one_retry_on_a_new_one(client: KubeClient, how: str) -> None:
-    wire = Wire(client, ok_json({"n": 1}), ok_json({"n": 2}))
-    try:
-        assert client.get_json("/x", {}, timeout=5) == {"n": 1}
-        if how == "closed":
-            wire.sent(0)
-            wire.ends[0].close()  # the next request's write fails (EPIPE)
-        else:
-            wire.ends[0].shutdown(socket.SHUT_WR)  # the write succeeds, the answer is an end of stream
-        assert client.get_json("/y", {}, timeout=5) == {"n": 2}
-        assert len(wire.ends) == 2
-        assert wire.sent(1).startswith(b"GET /y HTTP/1.1\r\n")
-    finally:
-        wire.close()
+# --- requests and connections --------------------------------------------------------------------
 
 
-def test_a_new_connection_the_server_closes_is_not_retried(client: KubeClient) -> None:
-    wire = Wire(client, None, ok_json({"n": 2}))
-    try:
-        with pytest.raises(ServerClosedError, match="ended before the status line"):
-            client.get_json("/x", {}, timeout=5)
-        assert len(wire.ends) == 1
-    finally:
-        wire.close()
+def test_requests_go_out_whole_on_one_kept_alive_connection(serve: Callable[..., tuple[Loopback, KubeClient]]) -> None:
+    server, client = serve(scripted(ok_json({"n": 1}), ok_json({"n": 2})))
+    path = "/api/v1/namespaces/a/configmaps"
+    assert client.get_json(path, {"fieldSelector": "metadata.name=x y"}, timeout=5) == {"n": 1}
+    assert client.patch_merge("/api/v1/namespaces/a/pods/p", {"a": 1}, timeout=5) == {"n": 2}
+    first, second = server.requests
+    assert (first.method, first.target) == ("GET", f"{path}?fieldSelector=metadata.name%3Dx%20y")
+    assert (second.method, second.target, second.body) == ("PATCH", "/api/v1/namespaces/a/pods/p", b'{"a":1}')
+    assert second.headers["content-type"] == "application/merge-patch+json"
+    for request in (first, second):
+        assert request.headers["host"] == f"127.0.0.1:{server.port}"
+        assert request.headers["authorization"] == "Bearer sekret"
+        assert request.headers["accept"] == "application/json"
+        assert request.headers["user-agent"] == "ring-launch"
+        assert request.headers.get("accept-encoding", "identity") == "identity"
+    assert server.connections == 1
 
 
-def test_a_refusal_raises_api_status_error_with_the_status_message_and_drops_the_connection(
-    client: KubeClient,
+def test_a_kept_alive_connection_the_server_dropped_gets_one_retry_on_a_new_one(
+    serve: Callable[..., tuple[Loopback, KubeClient]],
+) -> None:
+    # The first answer keeps the connection by HTTP/1.1's rules, but the server ends it right after.
+    server, client = serve(scripted(Reply(ok_json({"n": 1}), close=True), ok_json({"n": 2})))
+    assert client.get_json("/x", {}, timeout=5) == {"n": 1}
+    assert client.get_json("/y", {}, timeout=5) == {"n": 2}
+    assert [(r.conn, r.target) for r in server.requests] == [(0, "/x"), (1, "/y")]
+
+
+def test_a_new_connection_the_server_ends_unanswered_is_not_retried(
+    serve: Callable[..., tuple[Loopback, KubeClient]],
+) -> None:
+    server, client = serve(scripted(None, ok_json({"n": 2})))
+    with pytest.raises(ConnectionResetError, match="closed connection without response"):  # RemoteDisconnected
+        client.get_json("/x", {}, timeout=5)
+    assert len(server.requests) == 1
+
+
+def test_a_refusal_raises_with_the_status_message_and_drops_the_connection(
+    serve: Callable[..., tuple[Loopback, KubeClient]],
 ) -> None:
     status = {"kind": "Status", "status": "Failure", "message": 'pods "p" is forbidden: no', "code": 403}
-    body = json.dumps(status).encode()
-    refusal = b"HTTP/1.1 403 Forbidden\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
-    wire = Wire(client, refusal, ok_json({"n": 2}))
-    try:
-        with pytest.raises(ApiStatusError, match="^403 Forbidden") as raised:
-            client.patch_merge("/p", {}, timeout=5)
-        assert (raised.value.status, raised.value.reason) == (403, "Forbidden")
-        assert raised.value.message == 'pods "p" is forbidden: no'
-        assert str(raised.value) == '403 Forbidden: pods "p" is forbidden: no'
-        assert client.get_json("/x", {}, timeout=5) == {"n": 2}
-        assert len(wire.ends) == 2  # the refused connection was not reused
-    finally:
-        wire.close()
+    server, client = serve(scripted(answer("403 Forbidden", json.dumps(status).encode()), ok_json({"n": 2})))
+    with pytest.raises(ApiStatusError, match="^403 Forbidden") as raised:
+        client.patch_merge("/p", {}, timeout=5)
+    assert (raised.value.status, raised.value.reason, raised.value.message) == (403, "Forbidden", status["message"])
+    assert str(raised.value) == '403 Forbidden: pods "p" is forbidden: no'
+    assert client.get_json("/x", {}, timeout=5) == {"n": 2}
+    assert server.connections == 2
 
 
-def test_a_connection_close_answer_is_not_reused(client: KubeClient) -> None:
-    wire = Wire(client, ok_json({"n": 1}, "Connection: close"), ok_json({"n": 2}))
-    try:
-        assert client.get_json("/x", {}, timeout=5) == {"n": 1}
-        assert client.get_json("/y", {}, timeout=5) == {"n": 2}
-        assert len(wire.ends) == 2
-        assert wire.sent(1).startswith(b"GET /y ")
-    finally:
-        wire.close()
+def test_an_answer_that_says_connection_close_is_not_reused(serve: Callable[..., tuple[Loopback, KubeClient]]) -> None:
+    server, client = serve(scripted(Reply(ok_json({"n": 1}, "Connection: close"), close=True), ok_json({"n": 2})))
+    assert client.get_json("/x", {}, timeout=5) == {"n": 1}
+    assert client.get_json("/y", {}, timeout=5) == {"n": 2}
+    assert server.connections == 2
 
 
-def test_stream_yields_the_watch_events_and_closes(client: KubeClient) -> None:
+def test_a_watch_yields_each_event_line_across_chunks_then_closes(
+    serve: Callable[..., tuple[Loopback, KubeClient]],
+) -> None:
     events = [{"type": "ADDED", "object": {"n": 1}}, {"type": "BOOKMARK", "object": {"n": 2}}]
-    lines = [json.dumps(event).encode() + b"\n" for event in events]
-    wire = Wire(client, ok(chunked(lines[0][:5], lines[0][5:] + lines[1]), "Transfer-Encoding: chunked"))
-    try:
-        assert list(client.stream("/w", {"watch": "true"}, timeout=5)) == events
-        assert client._conn is None
-    finally:
-        wire.close()
+    one, two = (json.dumps(event).encode() + b"\n" for event in events)
+    stream = answer("200 OK", b"", "Transfer-Encoding: chunked") + chunked(one[:5], one[5:] + two[:3], two[3:])
+    server, client = serve(scripted(stream))
+    assert list(client.stream("/w", {"watch": "true"}, timeout=5)) == events
+    assert client._conn is None  # watch connections are not reused
 
 
-def test_the_first_request_in_two_steps_keeps_its_connection_for_the_next(client: KubeClient) -> None:
-    wire = Wire(client, ok_json({"patched": True}) + ok_json({"items": []}))
-    try:
-        client.send_first("/api/v1/namespaces/a/pods/p", {"a": 1})
-        assert wire.sent(0).startswith(b"PATCH /api/v1/namespaces/a/pods/p HTTP/1.1\r\n")
-        with pytest.raises(RuntimeError, match="still unread"):
-            client.get_json("/x", {}, timeout=5)
-        assert client.answer_first(timeout=5) == {"patched": True}
-        assert client.get_json("/x", {}, timeout=5) == {"items": []}
-        assert len(wire.ends) == 1
-    finally:
-        wire.close()
+def test_the_first_request_in_two_steps_keeps_its_connection_for_the_next(
+    serve: Callable[..., tuple[Loopback, KubeClient]],
+) -> None:
+    server, client = serve(scripted(ok_json({"patched": True}), ok_json({"items": []})))
+    client.send_first("/api/v1/namespaces/a/pods/p", {"a": 1})
+    with pytest.raises(RuntimeError, match="still unread"):
+        client.get_json("/x", {}, timeout=5)
+    assert client.answer_first(timeout=5) == {"patched": True}
+    assert client.get_json("/x", {}, timeout=5) == {"items": []}
+    assert [(r.conn, r.method) for r in server.requests] == [(0, "PATCH"), (0, "GET")]
+
+
+@pytest.mark.parametrize("token", ["abc\r\nX-Evil: 1", "abc\nX-Evil: 1"])
+def test_a_line_break_in_the_token_never_reaches_the_wire(
+    serve: Callable[..., tuple[Loopback, KubeClient]], token: str
+) -> None:
+    server, client = serve(scripted(ok_json({})), token=token)
+    with pytest.raises(ValueError, match="(?i)header"):
+        client.get_json("/x", {}, timeout=5)
+    assert server.requests == []
+
+
+# --- caps ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_caps(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kubeapi, "MAX_HEAD", 4096)
+    monkeypatch.setattr(kubeapi, "MAX_BODY", 1000)
+    monkeypatch.setattr(kubeapi, "MAX_LINE", 1000)
+    monkeypatch.setattr(kubeapi, "FRAMING", 4096)
+
+
+def _big_object() -> bytes:
+    return json.dumps({"data": "x" * 20_000}).encode()
+
+
+@pytest.mark.usefixtures("small_caps")
+@pytest.mark.parametrize(
+    "framed",
+    [
+        pytest.param(answer("200 OK", _big_object()), id="content-length"),
+        pytest.param(
+            answer("200 OK", b"", "Transfer-Encoding: chunked")
+            + chunked(*[_big_object()[i : i + 500] for i in range(0, 20_012, 500)]),
+            id="chunked",
+        ),
+        pytest.param(
+            Reply(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + _big_object(), close=True), id="until-close"
+        ),
+    ],
+)
+def test_a_body_past_its_cap_is_refused_after_a_bounded_read(
+    serve: Callable[..., tuple[Loopback, KubeClient]], framed: Answer
+) -> None:
+    server, client = serve(scripted(framed, ok_json({"n": 2})))
+    with pytest.raises(
+        AnswerTooLarge, match=r"^GET /x: .*(longer than|ran past) \d+ bytes( \(Content-Length: 20012\))?$"
+    ):
+        client.get_json("/x", {}, timeout=5)
+    assert client.get_json("/y", {}, timeout=5) == {"n": 2}  # on a new connection: the capped one was dropped
+    assert server.connections == 2
+
+
+@pytest.mark.usefixtures("small_caps")
+def test_a_watch_line_without_end_is_refused_at_its_cap(serve: Callable[..., tuple[Loopback, KubeClient]]) -> None:
+    endless = [answer("200 OK", b"", "Transfer-Encoding: chunked")] + [chunked(b"x" * 256, last=False)] * 100
+    server, client = serve(scripted(Reply(endless + [chunked(b"\n")])))
+    with pytest.raises(AnswerTooLarge, match=r"^GET /w \(watch\): an event line longer than 1000 bytes$"):
+        list(client.stream("/w", {}, timeout=5))
+    assert client._conn is None
+
+
+@pytest.mark.usefixtures("small_caps")
+def test_a_watch_line_in_tiny_chunks_with_long_extensions_is_refused_at_its_budget(
+    serve: Callable[..., tuple[Loopback, KubeClient]],
+) -> None:
+    # http.client takes chunk-size lines of up to 64 KiB: the framing is counted too.
+    extension = b";x=" + b"y" * 2000
+    pieces = [answer("200 OK", b"", "Transfer-Encoding: chunked")] + [b"1" + extension + b"\r\nx\r\n"] * 100
+    server, client = serve(scripted(Reply(pieces + [chunked(b"\n")])))
+    with pytest.raises(AnswerTooLarge, match=r"an event line with its chunk framing ran past 5096 bytes"):
+        list(client.stream("/w", {}, timeout=5))
+
+
+@pytest.mark.usefixtures("small_caps")
+def test_endless_100_continue_answers_are_refused_at_the_head_cap(
+    serve: Callable[..., tuple[Loopback, KubeClient]],
+) -> None:
+    interim = b"HTTP/1.1 100 Continue\r\nX-Pad: " + b"p" * 100 + b"\r\n\r\n"
+    server, client = serve(scripted(Reply([interim] * 200 + [ok_json({"n": 1})])))  # 25 KB of them, then an answer
+    with pytest.raises(AnswerTooLarge, match=r"^the answer's head .* ran past 4096 bytes$"):
+        client.get_json("/x", {}, timeout=5)
+
+
+@pytest.mark.usefixtures("small_caps")
+def test_endless_trailer_lines_are_refused_within_the_body_budget(
+    serve: Callable[..., tuple[Loopback, KubeClient]],
+) -> None:
+    trailers = [answer("200 OK", b"", "Transfer-Encoding: chunked"), b"2\r\n{}\r\n0\r\n"] + [b"X-T: y\r\n"] * 2000
+    server, client = serve(scripted(Reply([*trailers, b"\r\n"])))
+    with pytest.raises(AnswerTooLarge, match=r"^GET /x: the body with its chunk framing ran past 5096 bytes$"):
+        client.get_json("/x", {}, timeout=5)
 
 
 @pytest.mark.parametrize(
-    ("target", "headers"),
+    ("reply", "says"),
     [
-        pytest.param("/api\r\nX-Evil: 1", {}, id="target"),
-        pytest.param("/api", {"Authorization": "Bearer abc\r\nX-Evil: 1"}, id="header-value"),
-        pytest.param("/api", {"X-A\nB": "v"}, id="header-name"),
+        (b"HTTP/1.1 2000 OK\r\n\r\n", "BadStatusLine"),
+        (b"SPDY/3 200 OK\r\n\r\n", "BadStatusLine"),
+        (b"HTTP/1.1 200 OK\r\nX: " + b"y" * 70000 + b"\r\n\r\n", "LineTooLong"),
+        (b"HTTP/1.1 200 OK\r\n" + b"X: y\r\n" * 101 + b"\r\n", "more than 100 headers"),
+        (answer("200 OK", b"", "Transfer-Encoding: chunked") + b"zz\r\n{}\r\n0\r\n\r\n", "IncompleteRead|ValueError"),
+        (answer("200 OK", b"{}", "Content-Encoding: gzip"), "unsupported Content-Encoding 'gzip'"),
+        (Reply(answer("200 OK", b'{"a"', "Content-Length: 7"), close=True), r"IncompleteRead\(4 bytes read, 3 more"),
+        (Reply(answer("200 OK", b"", "Transfer-Encoding: chunked") + b"10\r\n{}", close=True), "IncompleteRead"),
     ],
+    ids=["status-code", "protocol", "long-header", "headers", "chunk-size", "gzip", "content-length", "chunk"],
 )
-def test_a_line_break_never_reaches_the_request(target: str, headers: dict[str, str]) -> None:
-    with pytest.raises(ValueError, match="a line break in the request"):
-        request_head("GET", target, headers)
-    assert request_head("GET", "/api", {"Host": "h"}) == b"GET /api HTTP/1.1\r\nHost: h\r\n\r\n"
+def test_an_answer_that_cannot_be_framed_is_one_line_and_drops_the_connection(
+    serve: Callable[..., tuple[Loopback, KubeClient]], reply: Answer, says: str
+) -> None:
+    server, client = serve(scripted(reply, ok_json({"n": 2})))
+    with pytest.raises(HttpProtocolError, match="^GET /x: ") as raised:
+        client.get_json("/x", {}, timeout=5)
+    message = str(raised.value)
+    assert message.startswith("GET /x: ") and "\n" not in message and len(message) < 300
+    assert re.search(says, message)
+    assert isinstance(raised.value, OSError)  # transport trouble: the watch loop retries it
+    assert client.get_json("/y", {}, timeout=5) == {"n": 2}
+    assert server.requests[-1].conn == 1
+
+
+def test_a_capped_answer_is_one_log_line_and_a_retry_with_backoff(
+    serve: Callable[..., tuple[Loopback, KubeClient]], small_caps: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(apiwatch, "BACKOFF_FIRST", 0.01)
+    too_big = answer("200 OK", _big_object())
+    listed = ok_json({"metadata": {"resourceVersion": "7"}, "items": []})
+    server, client = serve(scripted(too_big, listed))
+    lines: list[str] = []
+    source = ApiSource(namespace="a", name="rings-config-x", log=lines.append, client=client)
+    observations = source.observe(time.monotonic() + 30)
+    assert next(observations).cluster is None  # the second list came through
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("ConfigMap a/rings-config-x: AnswerTooLarge: GET /api/v1/namespaces/a/configmaps: ")
+    assert lines[0].endswith("; retrying in 0.0s")
+    assert [r.conn for r in server.requests] == [0, 1]
+
+
+# --- a 401 reads the token file again and tries once more ----------------------------------------
+
+
+def rotating(token_file: Path, *, accepts: str, rotations: list[str]) -> Callable[[Request], Answer]:
+    """A server that takes only token ``accepts``; each refusal (401) rotates the token file to the next of ``rotations``."""
+
+    def handle(request: Request) -> Answer:
+        if request.headers.get("authorization") == f"Bearer {accepts}":
+            return ok_json({"metadata": {"resourceVersion": "7"}, "items": []})
+        if rotations:
+            token_file.write_text(rotations.pop(0) + "\n")  # the kubelet rotates the bound token in place
+        status = {"kind": "Status", "code": 401, "message": "Unauthorized"}
+        return answer("401 Unauthorized", json.dumps(status).encode())
+
+    return handle
+
+
+def token_source(tmp_path: Path, *, accepts: str, rotations: list[str]) -> tuple[Loopback, ApiSource]:
+    """A server as :func:`rotating` makes it, and a source whose client reads the token file, which says "old"."""
+    token_file = tmp_path / "token"
+    token_file.write_text("old\n")
+    server = Loopback(rotating(token_file, accepts=accepts, rotations=rotations))
+    config = ClientConfig(host="127.0.0.1", port=server.port, where="test", tls=False, token_file=str(token_file))
+    return server, ApiSource(namespace="a", name="rings-config-x", client=KubeClient(config, connect_timeout=5))
+
+
+def test_a_401_reads_the_token_file_again_and_tries_once_more(tmp_path: Path) -> None:
+    server, source = token_source(tmp_path, accepts="new", rotations=["new"])
+    try:
+        observations = source.observe(time.monotonic() + 30)
+        assert next(observations).cluster is None  # listed with the rotated token
+        assert [r.headers["authorization"] for r in server.requests] == ["Bearer old", "Bearer new"]
+    finally:
+        server.close()
+
+
+def test_a_second_401_in_a_row_is_final(tmp_path: Path) -> None:
+    server, source = token_source(tmp_path, accepts="never", rotations=["newer", "newest"])
+    try:
+        with pytest.raises(ApiAccessError, match=r"refused to list it \(401 Unauthorized"):
+            next(source.observe(time.monotonic() + 30))
+        assert [r.headers["authorization"] for r in server.requests] == ["Bearer old", "Bearer newer"]
+    finally:
+        server.close()

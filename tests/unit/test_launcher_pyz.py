@@ -31,6 +31,7 @@ from ranktable.tfconfig import tf_config
 from tests.support import launcherpyz
 from tests.support.kubeletdir import KubeletDir
 from tests.support.launcherpyz import HEAVY
+from tests.support.loopback import TLS, Loopback
 from tests.support.specs import make_spec
 
 POD = "job-worker-1"
@@ -277,6 +278,58 @@ def test_api_mode_without_any_configuration_exits_78(pyz_file: Path, tmp_path: P
     assert result.stderr.strip().splitlines()[-1].startswith("ring-launch: error: not in a pod")
 
 
+def tls_kubeconfig(tmp_path: Path, port: int, ca: Path) -> Path:
+    """A kubeconfig (JSON) for ``https://localhost:PORT`` that trusts ``ca`` and sends a token."""
+    doc = {
+        "current-context": "c",
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+        "clusters": [
+            {"name": "k", "cluster": {"server": f"https://localhost:{port}", "certificate-authority": str(ca)}}
+        ],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_an_expired_server_certificate_exits_78_in_one_line_from_the_early_registration(
+    pyz_file: Path, tmp_path: Path
+) -> None:
+    server = Loopback(lambda _request: None, cert="expired")
+    try:
+        config = tls_kubeconfig(tmp_path, server.port, TLS / "expired-ca.crt")
+        args = ["--from-api", "--register", "--kubeconfig", str(config), "--namespace", "ns", "--configmap", "cm"]
+        result = run_pyz(pyz_file, *args, "--timeout", "60", "--print", "json", env={"POD_IP": "10.0.0.7"})
+        assert result.returncode == exitcodes.API_CONFIG, result.stderr
+        assert result.stderr.splitlines() == [
+            f"ring-launch: error: kubeconfig {config}: TLS to localhost:{server.port}: the server's certificate "
+            "was refused: certificate has expired"
+        ]
+        assert server.requests == []  # the early PATCH never went out, nor main's
+    finally:
+        server.close()
+
+
+def test_a_python_without_ssl_exits_78_in_one_line(pyz_file: Path, tmp_path: Path) -> None:
+    config = tls_kubeconfig(tmp_path, 1, TLS / "ca.crt")
+    argv = [str(pyz_file), "--from-api", "--register", "--kubeconfig", str(config), "--namespace", "ns"]
+    argv += ["--configmap", "cm", "--print", "json"]
+    probe = (  # as on a Python built without OpenSSL: import ssl raises ImportError
+        f"import runpy, sys; sys.modules['ssl'] = None; sys.argv = {argv!r}; "
+        f"runpy.run_path({str(pyz_file)!r}, run_name='__main__')"
+    )
+    env = {"PATH": os.environ["PATH"], "POD_NAME": POD, "POD_IP": "10.0.0.7"}
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", probe], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == exitcodes.API_CONFIG, result.stderr
+    assert result.stderr.splitlines() == [
+        f"ring-launch: error: kubeconfig {config}: this Python cannot speak TLS to the API server: its ssl module "
+        "does not load (import of ssl halted; None in sys.modules)"
+    ]
+
+
 # Reading the spec: one place for files and ConfigMaps --------------------------------------
 
 
@@ -318,8 +371,8 @@ def test_file_source_sees_a_kubelet_swap_without_waiting_for_the_poll_interval(
     assert len(seen) == 2  # one read at start, one for the swap: no reads in between
 
 
-#: File mode needs no TLS client at all.
-API_CLIENT = ("ssl", "ranktable.launch.kubeapi", "ranktable.launch.earlyreg")
+#: File mode needs no HTTP or TLS client at all (API mode loads these: tests/integration/test_launcher_api.py).
+API_CLIENT = ("http.client", "ssl", "_ssl", "email", "ranktable.launch.kubeapi", "ranktable.launch.earlyreg")
 
 
 def imported(stderr: str) -> set[str]:

@@ -8,6 +8,7 @@ non-zero exit code (1: failed, 2: usage, 3: ``status`` found it unhealthy).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ examples:
   ring-devcluster up                  # build on first use (~10 min), start, print KUBECONFIG
   eval "$(ring-devcluster up -q)"     # start and export KUBECONFIG in this shell
   ring-devcluster up --with jobset,volcano   # also run real workload controllers
+  ring-devcluster up --kube 1.32 --state-dir .state/k132  # another Kubernetes minor (its newest patch)
   ring-devcluster up --with node      # also a real node (kubelet, containerd, CoreDNS; root, one per machine)
   ring-devcluster up --with prometheus # also Prometheus scraping the controller's pods (implies node)
   ring-devcluster status              # components, pids, health; exit 3 if unhealthy
@@ -36,7 +38,26 @@ environment:
   RING_DEVCLUSTER_STATE   default state directory (else ~/.local/state/ring-devcluster)
   RING_DEVCLUSTER_CACHE   binary cache (else ~/.cache/ring-devcluster)
   RING_DEVCLUSTER_SOURCE  the Go wrapper modules (else <repo>/build/devcluster)
+  RING_DEVCLUSTER_KUBE    the default of --kube (else the pinned release, {pinned})
 """
+
+
+def _pinned() -> str:
+    try:
+        source = build.find_source_dir()
+        return build.module_version((source / "kube" / "go.mod").read_text(), "k8s.io/kubernetes")
+    except (build.BuildError, OSError):
+        return "see build/devcluster/kube/go.mod"
+
+
+def _add_kube(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kube",
+        default=None,
+        metavar="VERSION",
+        help="the Kubernetes release: a minor (1.32: its newest patch on the Go module proxy) or a version "
+        "(1.32.13); each release's binaries are cached apart (default: $RING_DEVCLUSTER_KUBE, else the pinned one)",
+    )
 
 
 def _say(message: str) -> None:
@@ -51,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
             "kube-controller-manager, kube-scheduler, kwok fake nodes) on loopback. "
             "Pods on the fake nodes become Running with IPs in 127.1.0.0/16."
         ),
-        epilog=_EPILOG.format(components=addons.describe(list(addons.ADDONS))),
+        epilog=_EPILOG.format(components=addons.describe(list(addons.ADDONS)), pinned=_pinned()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     common = argparse.ArgumentParser(add_help=False)
@@ -79,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAMES",
         help=f"also run these components: {','.join(addons.ADDONS)} (trainer implies jobset)",
     )
+    _add_kube(up)
     sub.add_parser("status", parents=[common], help="show components, pids and health; exit 3 if unhealthy")
     down = sub.add_parser("down", parents=[common], help="stop the processes `up` started")
     down.add_argument("--purge", action="store_true", help="also delete the state directory's data, PKI and logs")
@@ -96,6 +118,13 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAMES",
         help="also build these optional components",
+    )
+    _add_kube(bld)
+    bld.add_argument(
+        "--download-only",
+        action="store_true",
+        help="only download the Go modules the uncached builds need (and those of the client tools), "
+        "two at a time at nice 19; build/test.sh runs it beside the first builds",
     )
     tools = sub.add_parser(
         "tools", help=f"build (or find cached) the client tools ({', '.join(build.TOOL_MODULES)}); print their paths"
@@ -129,7 +158,9 @@ def _up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     # Progress goes to stderr even with --quiet (a silent 20-minute cold build
     # looks like a hang); stdout carries only the export line.
-    c = cluster.ensure_up(state_dir=args.state_dir, nodes=args.nodes, source=args.source, say=_say, addons=args.addons)
+    c = cluster.ensure_up(
+        state_dir=args.state_dir, nodes=args.nodes, source=args.source, say=_say, addons=args.addons, kube=args.kube
+    )
     if not args.quiet:
         _say(
             f"up in {time.monotonic() - started:.1f}s: {c.server} (Kubernetes {c.versions.get('kube', '?')}, "
@@ -214,7 +245,12 @@ def _import_image(args: argparse.Namespace) -> int:
 
 def _build(args: argparse.Namespace) -> int:
     modules = addons.modules(addons.expand(args.addons))
-    paths, versions = build.ensure_binaries(source=args.source, say=_say, addons=modules)
+    kube = build.resolve_kube(args.kube or os.environ.get("RING_DEVCLUSTER_KUBE") or None)
+    if args.download_only:
+        took = build.download(source=args.source, say=_say, addons=modules, kube=kube)
+        print("downloaded: " + (", ".join(f"{k} {v:.0f}s" for k, v in took.items()) or "nothing to build"))
+        return 0
+    paths, versions = build.ensure_binaries(source=args.source, say=_say, addons=modules, kube=kube)
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
     for name, path in paths.items():
         print(f"{name}: {path}")

@@ -551,8 +551,16 @@ def ensure_up(
     source: str | os.PathLike[str] | None = None,
     say: Say | None = None,
     addons: Sequence[str] = (),
+    kube: str | None = None,
 ) -> Cluster:
     """Bring the control plane in ``state_dir`` up (building binaries if needed).
+
+    ``kube`` is the Kubernetes release (``1.32``, ``1.32.13``: see
+    :func:`ringdevcluster.kubeversions.resolve`; default
+    ``$RING_DEVCLUSTER_KUBE``); None runs the pinned one, or keeps the
+    release of the cluster recorded in ``state_dir``. A running
+    cluster of another release is not replaced: :class:`ClusterError` says
+    to stop it first.
 
     Reuses a healthy cluster, repairs one whose etcd and API server survive,
     otherwise starts a fresh one (see the module docstring). ``addons`` names
@@ -570,14 +578,22 @@ def ensure_up(
     requested = addon_specs.expand(addons)
     emit: Say = say or (lambda _msg: None)
     directory = resolve(state_dir)
+    wanted = build.resolve_kube(kube or os.environ.get("RING_DEVCLUSTER_KUBE") or None)
     with locked(directory):
         cluster = load(directory)
         if cluster is not None:
+            running = cluster.versions.get("kube")
+            if wanted is not None and running != wanted:
+                raise ClusterError(
+                    f"the cluster in {directory} runs Kubernetes {running}, not {wanted}: stop it first "
+                    f"(ring-devcluster down --state-dir {directory}) or give another --state-dir"
+                )
+            wanted = running
             missing = [a for a in requested if a not in cluster.addons]
             statuses = {s.name: s for s in settled_status(cluster.status, grace=_PROBE_GRACE, say=emit)}
             if all(s.healthy for s in statuses.values()):
                 emit(f"reusing the running cluster in {directory}")
-                _add(cluster, missing, source=source, say=say, emit=emit)
+                _add(cluster, missing, source=source, say=say, emit=emit, kube=wanted)
                 _finish(cluster, nodes=nodes, say=emit)
                 return cluster
             core_ok = statuses["etcd"].healthy and statuses["kube-apiserver"].healthy
@@ -589,7 +605,7 @@ def ensure_up(
                     for name in COMPONENTS:
                         cluster.start_component(name, wait=False)
                     cluster.wait_healthy(COMPONENTS)
-                    _add(cluster, missing, source=source, say=say, emit=emit)
+                    _add(cluster, missing, source=source, say=say, emit=emit, kube=wanted)
                     _finish(cluster, nodes=nodes, say=emit)
                     return cluster
                 except ClusterError as err:
@@ -605,7 +621,9 @@ def ensure_up(
             emit(f"stopped leftover processes: {', '.join(stopped)}")
         if "node" in requested:
             _node_prerequisites(directory, emit)
-        binaries, versions = build.ensure_binaries(source=source, say=say, addons=addon_specs.modules(requested))
+        binaries, versions = build.ensure_binaries(
+            source=source, say=say, addons=addon_specs.modules(requested), kube=wanted
+        )
         wipe(directory)
         started = time.monotonic()
         cluster = _fresh(
@@ -643,7 +661,13 @@ def settled_status(
 
 
 def _add(
-    cluster: Cluster, names: Sequence[str], *, source: str | os.PathLike[str] | None, say: Say | None, emit: Say
+    cluster: Cluster,
+    names: Sequence[str],
+    *,
+    source: str | os.PathLike[str] | None,
+    say: Say | None,
+    emit: Say,
+    kube: str | None,
 ) -> None:
     """Build (or find) and configure addons ``names`` on a running cluster; ``_finish`` starts them."""
     if not names:
@@ -651,7 +675,8 @@ def _add(
     emit(f"adding {', '.join(names)} to the running cluster")
     if "node" in names:
         _node_prerequisites(cluster.state_dir, emit)
-    binaries, versions = build.ensure_binaries(source=source, say=say, addons=addon_specs.modules(names))
+    # The node's kubelet and kube-proxy are of the control plane's release.
+    binaries, versions = build.ensure_binaries(source=source, say=say, addons=addon_specs.modules(names), kube=kube)
     cluster.add_addons(names, binaries={k: Path(v) for k, v in binaries.items()}, versions=versions, say=emit)
 
 

@@ -1,0 +1,502 @@
+"""Blocks of the docs written by a program: the figures of record from committed JSON, the daemon's flags from its parser.
+
+A block sits between two HTML comments that Markdown does not show::
+
+    <!-- generated: NAME (python -m tests.support.docblocks --write) -->
+    ...
+    <!-- end generated: NAME -->
+
+and holds exactly what :data:`BLOCKS` ``[NAME]`` renders. ``python -m
+tests.support.docblocks --write`` rewrites every block in README.md and
+``docs/*.md``; without ``--write`` it lists the blocks that differ and exits 1.
+tests/unit/test_docblocks.py fails while any block differs, so a figure
+changes in the JSON (``tests/bench/figures/``) or a flag in
+``ringcontroller/options.py`` and the docs follow in the same commit.
+
+Renderers:
+
+- ``daemon-flags`` (docs/operating.md): every flag of ``ring-controller
+  --help``, its default and its help text, from
+  :func:`ringcontroller.options.parser`.
+- ``readme-vs-dns`` (README.md): discovery overhead p50 per runtime at the
+  fewest and the most workers measured, and the DNS ratio, from ``vs-dns.json``.
+- ``vs-dns-overhead`` and ``vs-dns-stages`` (docs/performance.md): the
+  per-cell table and the stage-by-stage table of ``vs-dns.json``, as
+  ``python -m tests.bench.vsdns --merge`` prints them; ``vs-dns-summary``:
+  the DNS ratios and end to end in one paragraph; ``vs-dns-when``: the
+  dates and times of the runs; ``vs-dns-trainer-split``:
+  trained against probe runs; ``vs-dns-targets``: issue
+  24's targets, met only within their bound.
+- ``delivery-stages`` (docs/performance.md): the two tables of
+  ``delivery-stages.json``; ``delivery-touch``: ``delivery.json``, with and
+  without the pod touch.
+- ``superpod`` and ``superpod-targets`` (docs/performance.md): rank tables
+  at super-pod scale from ``superpod.json``, and issue 25's targets.
+- ``topology`` and ``topology-effect`` (docs/performance.md): ring edges
+  across racks and spines (``topology.json``) and the all-reduce they cost
+  (``topology-effect.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import textwrap
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+FIGURES = ROOT / "tests" / "bench" / "figures"
+COMMAND = "python -m tests.support.docblocks --write"
+
+_BLOCK = re.compile(
+    r"(?P<open><!-- generated: (?P<name>[\w-]+) \(.*?\) -->\n)(?P<body>.*?)(?P<close><!-- end generated: (?P=name) -->)",
+    re.S,
+)
+
+Json = Any
+
+
+def _load(name: str) -> Json:
+    return json.loads((FIGURES / name).read_text(encoding="utf-8"))
+
+
+def _cell(q: Json | None, digits: int = 2) -> str:
+    """``p50 / p95 / max`` of a quantiles object, ``-`` when there is none."""
+    return "-" if not q else " / ".join(f"{q[k]:.{digits}f}" for k in ("p50", "p95", "max"))
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+# --- the daemon's flags --------------------------------------------------------
+
+
+def _default(action: argparse.Action) -> str:
+    default = action.default
+    if default is argparse.SUPPRESS or default is None or default == "":
+        return "–"
+    if isinstance(action, argparse.BooleanOptionalAction) or action.const is True:
+        return "on" if default else "off"
+    if isinstance(default, tuple):
+        return "–" if not default else f"`{','.join(default)}`" if len(default) <= 3 else f"{len(default)} keys"
+    if isinstance(default, float):
+        return f"`{default:g}s`"
+    return f"`{default}`"
+
+
+def daemon_flags() -> str:
+    """The flag table of ``ring-controller``: one row per option of :func:`ringcontroller.options.parser`."""
+    from ringcontroller.options import duration, parser
+
+    lines = ["| flag | default | what it does |", "|---|---|---|"]
+    for action in parser()._actions:
+        if not action.option_strings or action.help == argparse.SUPPRESS or action.dest == "help":
+            continue
+        flags = [f for f in action.option_strings if f.startswith("--")]
+        value = ""
+        if action.nargs != 0:
+            if action.metavar:
+                value = f" {action.metavar}"
+            elif action.choices:
+                value = " " + "|".join(map(str, action.choices))
+            else:
+                value = " N" if action.type is int else " DURATION" if action.type is duration else " VALUE"
+        shown = " / ".join(f"`{f}{value}`" for f in flags)
+        help_text = (action.help or "") % {"default": action.default, "prog": "ring-controller"}
+        lines.append(f"| {_escape(shown)} | {_escape(_default(action))} | {_escape(help_text)} |")
+    return "\n".join(lines)
+
+
+# --- DNS probing against ring-controller (vs-dns.json) -------------------------
+
+#: Stage keys of vs-dns.json and delivery-stages.json, as the tables head them.
+_STAGES = {
+    "pleg": "PLEG",
+    "running_seen": "Running+IP seen",
+    "registered_seen": "registered seen",
+    "spec_completed": "spec completed",
+    "touch_seen": "touch seen",
+    "spec_seen": "SPEC_SEEN",
+    "exec": "TF_CONFIG exported",
+    "trainer_start": "train.py start",
+}
+_RUNTIMES = ("dns", "ring-file", "ring-api", "ring-registered")
+
+
+def _vs_dns_rows() -> list[Json]:
+    rows: list[Json] = _load("vs-dns.json")["by"]
+    return rows
+
+
+def readme_vs_dns() -> str:
+    """README's comparison: overhead p50 per runtime at the smallest and largest worker counts, best one bold with its ratio."""
+    doc = _load("vs-dns.json")
+    rows = doc["by"]
+    workers = sorted({r["workers"] for r in rows})
+    shown = [workers[0], workers[-1]] if len(workers) > 1 else workers
+    runs = {r["runtime"]: r["runs"] for r in rows}
+    lines = [
+        "Discovery overhead (last worker container started → `TF_CONFIG` exported in",
+        "every worker), p50 on the dev cluster's real node, "
+        + f"{max(runs.values())} runs per cell (DNS {runs.get('dns', 0)}):",
+        "",
+        "| workers | DNS probing | ring-file | ring-api | ring-registered |",
+        "|---|---|---|---|---|",
+    ]
+    for w in shown:
+        cells = {r["runtime"]: r["overhead_s"]["p50"] for r in rows if r["workers"] == w}
+        best = min((k for k in cells if k != "dns"), key=lambda k: cells[k], default=None)
+        ratio = doc["ratio_overhead_p50_by_workers"].get(str(w))
+        out = []
+        for kind in _RUNTIMES:
+            value = cells.get(kind)
+            text = "–" if value is None else f"{value:.2f} s"
+            if kind == best:
+                text = f"**{text}**" + (f" ({ratio}x)" if ratio is not None else "")
+            out.append(text)
+        lines.append(f"| {w} | " + " | ".join(out) + " |")
+    return "\n".join(lines)
+
+
+def vs_dns_overhead() -> str:
+    """Seconds from TrainJob creation per runtime and worker count (p50 / p95 / max)."""
+    lines = [
+        "| runtime | workers | runs (trained) | last container started (s) | TF_CONFIG exported everywhere (s) "
+        "| every worker past step 1 (s) | discovery overhead (s) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in _vs_dns_rows():
+        lines.append(
+            f"| {r['runtime']} | {r['workers']} | {r['runs']} ({r['runs_e2e']}) | {_cell(r['last_start_s'])} "
+            f"| {_cell(r['exported_s'])} | {_cell(r['first_step_s'])} | {_cell(r['overhead_s'])} |"
+        )
+    return "\n".join(lines)
+
+
+def vs_dns_stages() -> str:
+    """Seconds after the last container started until every worker passed each stage (p50 / p95 / max)."""
+    lines = ["| runtime | workers | " + " | ".join(_STAGES.values()) + " |", "|---|---|" + "---|" * len(_STAGES)]
+    for r in _vs_dns_rows():
+        after = (r.get("stages") or {}).get("after_start") or {}
+        lines.append(f"| {r['runtime']} | {r['workers']} | " + " | ".join(_cell(after.get(k)) for k in _STAGES) + " |")
+    return "\n".join(lines)
+
+
+def _wrapped(text: str) -> str:
+    return "\n".join(textwrap.wrap(text, width=76, break_long_words=False, break_on_hyphens=False))
+
+
+def vs_dns_summary() -> str:
+    """The DNS ratio per worker count and the end to end p50s, as one paragraph."""
+    doc = _load("vs-dns.json")
+    rows = doc["by"]
+    workers = sorted({r["workers"] for r in rows})
+    best = {}
+    for w in workers:
+        ring = [r for r in rows if r["workers"] == w and r["runtime"] != "dns"]
+        best[w] = min(ring, key=lambda r: r["overhead_s"]["p50"])
+    kinds = {r["runtime"] for r in best.values()}
+    which = f"{kinds.pop()} in every cell" if len(kinds) == 1 else "per worker count"
+    by_workers = doc["ratio_overhead_p50_by_workers"]
+    ratios = ", ".join(
+        f"{by_workers[str(w)]}x at {w}{' workers' if i == 0 else ''} ({best[w]['overhead_s']['p50']:.2f} s)"
+        for i, w in enumerate(w for w in workers if by_workers.get(str(w)) is not None)
+    )
+    e2e = {
+        kind: " / ".join(
+            f"{r['first_step_s']['p50']:.1f}"
+            for w in workers
+            for r in rows
+            if r["runtime"] == kind and r["workers"] == w and r.get("first_step_s")
+        )
+        for kind in _RUNTIMES
+    }
+    e2e = {kind: text for kind, text in e2e.items() if text}
+    trained = sorted({r["runs_e2e"] for r in rows})
+    ratio_sentence = (
+        f"**Discovery overhead** (TF_CONFIG exported everywhere minus last container started), DNS p50 over "
+        f"the best ring-controller p50 ({which}): **{ratios}**. "
+        if ratios
+        else ""
+    )
+    sentence = (
+        ratio_sentence
+        + f"End to end (TrainJob created → every worker past step 1, p50 of {'/'.join(map(str, trained))} trained runs, at {' / '.join(map(str, workers))} "
+        "workers): "
+        + ", ".join(
+            f"{kind} {e2e[kind]} s" for kind in ("dns", "ring-registered", "ring-api", "ring-file") if kind in e2e
+        )
+        + "."
+    )
+    return _wrapped(sentence)
+
+
+def vs_dns_when() -> str:
+    """When the runs of ``vs-dns.json`` were made: per runtime, from the first run's creation to the last's (UTC)."""
+    runs = _load("vs-dns.json")["runs"]
+    spans: dict[tuple[str, str], list[str]] = {}
+    for kind in _RUNTIMES:
+        created = [r["created"] for r in runs if r["runtime"] == kind]
+        if created:
+            first, last = (datetime.fromtimestamp(x, tz=UTC) for x in (min(created), max(created)))
+            spans.setdefault((first.strftime("%Y-%m-%d %H:%M"), last.strftime("%H:%M")), []).append(kind)
+    parts = [f"{' and '.join(kinds)} {start}–{end} UTC" for (start, end), kinds in sorted(spans.items())]
+    return _wrapped("Runs made (their creation times in the JSON): " + "; ".join(parts) + ".")
+
+
+def vs_dns_trainer_split() -> str:
+    """Trained against probe runs (``overhead_s_by_trainer``): the cells more than 0.1 s apart, and DNS's range."""
+    doc = _load("vs-dns.json")
+    apart = []
+    for r in doc["by"]:
+        both = r.get("overhead_s_by_trainer")
+        if both and abs(both["tensorflow"]["p50"] - both["probe"]["p50"]) > 0.1:
+            apart.append(
+                f"{r['runtime']} at {r['workers']} workers ({both['tensorflow']['p50']:.2f} s trained, "
+                f"{both['probe']['p50']:.2f} s probe)"
+            )
+    dns = [run["overhead_s"] for run in doc["runs"] if run["runtime"] == "dns"]
+    text = "Overhead p50 of trained and of probe runs: within 0.1 s of each other in every cell"
+    text += (" but " + ", ".join(apart)) if apart else ""
+    text += "." + (
+        f" DNS over all {len(dns)} runs: {min(dns):.2f}–{max(dns):.2f} s, its two 5 s probe rounds." if dns else ""
+    )
+    return _wrapped(text)
+
+
+#: Targets of the comparison (issue 24): (what, runtime, workers, figure, quantile, bound).
+_VS_DNS_TARGETS = (
+    ("self-registration overhead p50 <= 0.25 s", "ring-registered", None, "overhead_s", "p50", 0.25),
+    ("self-registration overhead p95 <= 0.5 s", "ring-registered", None, "overhead_s", "p95", 0.5),
+    ("DNS ratio >= 50x at 2 workers", "ratio", 2, None, None, 50.0),
+    ("DNS ratio >= 40x at 8 workers", "ratio", 8, None, None, 40.0),
+    ("file mode overhead p50 <= 1.0 s at 8 workers", "ring-file", 8, "overhead_s", "p50", 1.0),
+)
+
+
+def vs_dns_targets() -> str:
+    """Each target of the comparison, met or missed as the committed JSON says (a bound is met only within it)."""
+    doc = _load("vs-dns.json")
+    rows = doc["by"]
+    lines = []
+    for what, kind, workers, figure, q, bound in _VS_DNS_TARGETS:
+        if kind == "ratio":
+            value = doc["ratio_overhead_p50_by_workers"].get(str(workers))
+            ok = value is not None and value >= bound
+            shown = f"{value}x"
+        else:
+            cells = [r for r in rows if r["runtime"] == kind and (workers is None or r["workers"] == workers)]
+            values = [r[figure][q] for r in cells]
+            ok = bool(values) and all(v <= bound for v in values)
+            shown = " / ".join(f"{v:.2f}" for v in values) + " s"
+            if workers is None:
+                shown += " at " + " / ".join(str(r["workers"]) for r in cells) + " workers"
+        verdict = "met" if ok else "missed" if shown not in ("Nonex", " s") else "not measured"
+        lines.append(f"- {what}: **{verdict}** ({shown})" if verdict != "not measured" else f"- {what}: not measured")
+    return "\n".join(lines)
+
+
+def delivery_stages() -> str:
+    """Spec completed → TF_CONFIG in a replacement pod per delivery mode, and the replacement's stages."""
+    modes = _load("delivery-stages.json")["modes"]
+    lines = [
+        "| mode | spec completed → TF_CONFIG in the new pod, p50 / p95 / max (s) "
+        "| → new epoch in the file of the pod that stayed, p50 / max (s) |",
+        "|---|---|---|",
+    ]
+    for m in modes:
+        stayed = "–" if m.get("survivor_p50_s") is None else f"{m['survivor_p50_s']:.3f} / {m['survivor_max_s']:.3f}"
+        lines.append(f"| {m['mode']} | {m['p50_s']:.3f} / {m['p95_s']:.3f} / {m['max_s']:.3f} | {stayed} |")
+    keys = [k for k in _STAGES if k != "registered_seen"]
+    labels = {**_STAGES, "trainer_start": "program start"}
+    lines += [
+        "",
+        "The replacement's stages, seconds after its container started (p50 / p95 / max):",
+        "",
+        "| mode | " + " | ".join(labels[k] for k in keys) + " |",
+        "|---|" + "---|" * len(keys),
+    ]
+    for m in modes:
+        lines.append(f"| {m['mode']} | " + " | ".join(_cell(m["stages"].get(k), 3) for k in keys) + " |")
+    return "\n".join(lines)
+
+
+def delivery_touch() -> str:
+    """The touch or not, from ``delivery.json``: TF_CONFIG in the new pod, and the new epoch in the pod that stayed."""
+    names = {"file+touch": "file, `--touch-pods` (default)", "file": "file, `--no-touch-pods`", "api": "`--from-api`"}
+    lines = [
+        "| mode | → TF_CONFIG exported in the new pod, p50 / max | "
+        "→ new epoch in the mounted file of the pod that stayed, p50 / max |",
+        "|---|---|---|",
+    ]
+    for m in _load("delivery.json")["modes"]:
+        stayed = (
+            "–" if m.get("survivor_p50_s") is None else f"{m['survivor_p50_s']:.2f} s / {m['survivor_max_s']:.2f} s"
+        )
+        lines.append(f"| {names.get(m['mode'], m['mode'])} | {m['p50_s']:.2f} s / {m['max_s']:.2f} s | {stayed} |")
+    return "\n".join(lines)
+
+
+def superpod() -> str:
+    """Rank tables at super-pod scale, one row per shape of ``superpod.json`` (CPU ms: render, ctl cpu, decode)."""
+    lines = [
+        "| shape | table | NPUs | plain B | stored B | render ms | ctl cpu ms | running->completed ms "
+        "| ctl latency ms | decode ms | launch ms | RSS MB | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in _load("superpod.json")["rows"]:
+        stored = f"{r['stored_bytes']:,}" + (" gz" if r["compressed"] else "")
+        cells = [
+            r["shape"],
+            r["table"],
+            f"{r['npus']:,}",
+            f"{r['plain_bytes']:,}",
+            stored,
+            *(f"{r[k]:.0f}" for k in ("render_ms", "controller_cpu_ms", "latency_ms", "controller_latency_ms")),
+            *(f"{r[k]:.0f}" for k in ("decode_ms", "launch_ms", "controller_rss_mb")),
+            f"{r['load_avg_1m']:.1f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def superpod_targets() -> str:
+    """Issue 25's targets against ``superpod.json``: met only within the bound."""
+    rows = _load("superpod.json")["rows"]
+
+    def verdict(ok: bool) -> str:
+        return "**met**" if ok else "**missed**"
+
+    big = [r for r in rows if r["npus"] >= 16384 or r["shape"].startswith("a5-")]
+    lines = [
+        "- spec completed at most 1 s after the last member Running, at 16,384 NPUs and for the A5 super pod: "
+        + verdict(bool(big) and all(r["latency_ms"] <= 1000 for r in big))
+        + " ("
+        + ", ".join(f"{r['shape']} {r['latency_ms']:.0f} ms" for r in big)
+        + ")",
+        "- launcher decode at most 200 ms: "
+        + verdict(all(r["decode_ms"] <= 200 for r in rows))
+        + f" (at most {max(r['decode_ms'] for r in rows):.0f} ms)",
+        "- controller RSS at most 300 MB: "
+        + verdict(all(r["controller_rss_mb"] <= 300 for r in rows))
+        + f" ({min(r['controller_rss_mb'] for r in rows):.0f}-{max(r['controller_rss_mb'] for r in rows):.0f} MB)",
+    ]
+    return "\n".join(lines)
+
+
+def topology() -> str:
+    """Rack and spine edges summed over the jobs of ``topology.json``, per placement: spec order, topology order, minimum."""
+    doc = _load("topology.json")
+    names = {
+        "rack": "spread over racks, then hosts (`--spread rack`)",
+        "host": "spread over hosts only (`--spread host`)",
+    }
+    lines = [
+        "| placement | rack edges spec / topology / minimum | spine edges spec / topology / minimum |",
+        "|---|---|---|",
+    ]
+    for spread, name in names.items():
+        jobs = doc[spread]
+        sums = [
+            " / ".join(str(sum(j[k][level] for j in jobs)) for k in ("spec", "topology", "minimum")) for level in (0, 1)
+        ]
+        lines.append(f"| {name} | {sums[0]} | {sums[1]} |")
+    return "\n".join(lines)
+
+
+def topology_effect() -> str:
+    """Medians of the ring all-reduce per rank order, from ``topology-effect.json``."""
+    doc = _load("topology-effect.json")
+    rows = {
+        "racks2": "2 (4 + 4 nodes)",
+        "racks4": "4 (2 + 2 + 2 + 2)",
+        "control_unshaped": "2, no shaping (control)",
+    }
+    lines = [
+        "| racks | rack-crossing edges spec / topology | all-reduce spec | all-reduce topology | ratio |",
+        "|---|---|---|---|---|",
+    ]
+    for key, name in rows.items():
+        run = doc[key]
+        spec, topo = (statistics.median(run[order]["steps"]) for order in ("spec", "topology"))
+        lines.append(
+            f"| {name} | {run['spec']['rack_edges']} / {run['topology']['rack_edges']} | {spec:.3f} s "
+            f"| {topo:.3f} s | {spec / topo:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+#: Block name -> its renderer.
+BLOCKS: dict[str, Callable[[], str]] = {
+    "daemon-flags": daemon_flags,
+    "readme-vs-dns": readme_vs_dns,
+    "vs-dns-overhead": vs_dns_overhead,
+    "vs-dns-stages": vs_dns_stages,
+    "vs-dns-summary": vs_dns_summary,
+    "vs-dns-when": vs_dns_when,
+    "vs-dns-trainer-split": vs_dns_trainer_split,
+    "vs-dns-targets": vs_dns_targets,
+    "delivery-stages": delivery_stages,
+    "delivery-touch": delivery_touch,
+    "superpod": superpod,
+    "superpod-targets": superpod_targets,
+    "topology": topology,
+    "topology-effect": topology_effect,
+}
+
+
+def pages(root: Path = ROOT) -> list[Path]:
+    """The pages that may hold blocks: README.md and every ``docs/*.md``."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def blocks_in(text: str) -> list[tuple[str, str]]:
+    """``(name, body)`` of every block in ``text``, in order."""
+    return [(m.group("name"), m.group("body")) for m in _BLOCK.finditer(text)]
+
+
+def rendered(text: str, blocks: dict[str, Callable[[], str]] = BLOCKS) -> str:
+    """``text`` with every block's body replaced by its renderer's output (unknown names raise KeyError)."""
+    return _BLOCK.sub(lambda m: m.group("open") + blocks[m.group("name")]() + "\n" + m.group("close"), text)
+
+
+def stale(root: Path = ROOT) -> list[str]:
+    """``page: block`` for every block whose body differs from its rendering; empty when all are current."""
+    out = []
+    for page in pages(root):
+        text = page.read_text(encoding="utf-8")
+        fresh = dict(blocks_in(rendered(text)))
+        for name, body in blocks_in(text):
+            if body != fresh[name]:
+                out.append(f"{page.relative_to(root)}: {name}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``--write``: rewrite every block; else list the stale ones and exit 1 if there are any."""
+    p = argparse.ArgumentParser(prog="python -m tests.support.docblocks", description=__doc__.split("\n\n")[0])
+    p.add_argument("--write", action="store_true", help="rewrite the blocks in place")
+    args = p.parse_args(argv)
+    if args.write:
+        for page in pages():
+            text = page.read_text(encoding="utf-8")
+            new = rendered(text)
+            if new != text:
+                page.write_text(new, encoding="utf-8")
+                print(f"rewrote {page.relative_to(ROOT)}")
+        return 0
+    problems = stale()
+    for line in problems:
+        print(f"stale: {line} ({COMMAND})", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
