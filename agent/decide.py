@@ -8,7 +8,11 @@ unit-tested without a cluster:
   Kinds whose pods have no index (Deployments) are ranked by pod creation
   time, then name: a replacement pod takes the last rank.
 - A pod fills a slot only if it belongs to the workload's current incarnation
-  (owner uid) and version; pods of older job versions are ignored.
+  (owner uid) and version; pods of older job versions are ignored. A slot
+  claimed by two or more live pods (not being deleted, not finished) counts
+  none of them until one is gone (``duplicate_index``): which one is the
+  member is not for the controller to guess. A live pod of an indexed kind
+  that carries no index fills no slot and is reported (``missing_index``).
 - A member counts when its pod is Running with an IP (or, in a job opted into
   self-registration, when its launcher registered itself on the pod: see
   :attr:`model.records.PodRecord.registered`), its port and slots are valid and,
@@ -170,29 +174,91 @@ def _preference(pod: PodRecord) -> tuple[bool, str, str]:
     return (pod.ready, pod.created, pod.name)
 
 
-def _slots(workload: WorkloadRecord, pods: Iterable[PodRecord]) -> list[tuple[str, int, PodRecord | None]]:
-    """(task, index, pod or None) for every expected member, in rank order."""
+def _live(pod: PodRecord) -> bool:
+    """Not being deleted and not finished: a pod that may still run as a member."""
+    return not pod.deleting and pod.phase not in ("Failed", "Succeeded")
+
+
+@dataclass(frozen=True, slots=True)
+class _Placement:
+    """The pods placed in a job's slots (:func:`_slots`).
+
+    ``slots``: (task, index, pod or None) for every expected member, in rank
+    order. ``rivals``: by slot position, the live pods of the current
+    incarnation that claim the same slot, where there are two or more (none
+    of them counts: which one is the member is not for the controller to
+    guess). ``unindexed``: live pods of the current incarnation of an
+    indexed workload that carry no index.
+    """
+
+    slots: list[tuple[str, int, PodRecord | None]]
+    rivals: dict[int, tuple[PodRecord, ...]]
+    unindexed: tuple[PodRecord, ...]
+
+
+def _slots(workload: WorkloadRecord, pods: Iterable[PodRecord]) -> _Placement:
+    """Where each pod goes: see :class:`_Placement`."""
     if not workload.indexed:
         # No index on the pods: rank live pods by creation, then name.
         # Evicted or finished pods linger until pod GC: they hold no rank.
-        live = sorted(
-            (p for p in pods if _current(workload, p) and not p.deleting and p.phase not in ("Failed", "Succeeded")),
-            key=lambda p: (p.created, p.name),
-        )
-        task = workload.tasks[0].name if workload.tasks else ""
-        return [(task, i, live[i] if i < len(live) else None) for i in range(workload.expected)]
-    per_job = {t.name: t.per_job for t in workload.tasks}
+        live = sorted((p for p in pods if _current(workload, p) and _live(p)), key=lambda p: (p.created, p.name))
+        name = workload.tasks[0].name if workload.tasks else ""
+        return _Placement([(name, i, live[i] if i < len(live) else None) for i in range(workload.expected)], {}, ())
+    tasks = {t.name: t for t in workload.tasks}
     best: dict[tuple[str, int], PodRecord] = {}
+    claims: dict[tuple[str, int], list[PodRecord]] = {}
+    unindexed: list[PodRecord] = []
     for pod in pods:
-        if pod.index is None or pod.task not in per_job or not _current(workload, pod):
+        task = tasks.get(pod.task)
+        if task is None or not _current(workload, pod):
             continue
-        key = (pod.task, pod.job_index * per_job[pod.task] + pod.index)
+        if pod.index is None:
+            if _live(pod):
+                unindexed.append(pod)
+            continue
+        key = (pod.task, pod.job_index * task.per_job + pod.index - task.first_index)
+        if _live(pod):
+            claims.setdefault(key, []).append(pod)
         other = best.get(key)
         if other is None or _preference(pod) > _preference(other):
             best[key] = pod
-    return [
-        (task.name, index, best.get((task.name, index))) for task in workload.tasks for index in range(task.replicas)
+    slots: list[tuple[str, int, PodRecord | None]] = []
+    rivals: dict[int, tuple[PodRecord, ...]] = {}
+    for task in workload.tasks:
+        for index in range(task.replicas):
+            key = (task.name, index)
+            claimed = claims.get(key)
+            if claimed is not None and len(claimed) > 1:
+                rivals[len(slots)] = tuple(sorted(claimed, key=lambda p: p.name))
+            slots.append((task.name, index, best.get(key)))
+    return _Placement(slots, rivals, tuple(sorted(unindexed, key=lambda p: p.name)))
+
+
+def _placement_problems(workload: WorkloadRecord, placement: _Placement) -> list[Problem]:
+    """The Problems of a placement: slots claimed by several live pods, live pods without an index."""
+    found = [
+        Problem("duplicate_index", _rival_message(placement.slots[position], rivals))
+        for position, rivals in placement.rivals.items()
     ]
+    if placement.unindexed:
+        names = [p.name for p in placement.unindexed]
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        source = f" ({workload.index_source})" if workload.index_source else ""
+        found.append(
+            Problem(
+                "missing_index",
+                f"{workload.kind} {workload.name}: pods carry no member index{source}, so they fill no slot: {shown}",
+            )
+        )
+    return found
+
+
+def _rival_message(slot: tuple[str, int, PodRecord | None], rivals: tuple[PodRecord, ...]) -> str:
+    task, index, _ = slot
+    return (
+        f"pods {', '.join(p.name for p in rivals)} all claim {task} index {index}: "
+        "none of them counts while more than one runs"
+    )
 
 
 #: Parsed device annotations by their text (an error as ``(reason, message)``).
@@ -222,8 +288,9 @@ def _parse_devices(text: str) -> DeviceAnnotation | tuple[str, str]:
 #: checks run: a slot has no pod; its pod is being deleted, not Running, or
 #: Running without an IP; its port or slots rule is malformed; it wants
 #: devices and the device plugin has not annotated it yet, or the annotation
-#: is malformed or unfit for the job's rank table version; or it counts,
-#: running or (``finished``) as a member that finished and keeps its place.
+#: is malformed or unfit for the job's rank table version; several live pods
+#: claim it (``duplicate``: none of them counts); or it counts, running or
+#: (``finished``) as a member that finished and keeps its place.
 SlotState = Literal[
     "missing",
     "deleting",
@@ -233,6 +300,7 @@ SlotState = Literal[
     "invalid_slots",
     "awaiting_devices",
     "invalid_devices",
+    "duplicate",
     "counting",
     "finished",
 ]
@@ -460,12 +528,17 @@ def explain(
     registered = registering(workload, self_register)
     slots: list[Slot] = []
     placed: set[int] = set()
-    for rank, (task, index, pod) in enumerate(_slots(workload, pods)):
+    placement = _slots(workload, pods)
+    for rank, (task, index, pod) in enumerate(placement.slots):
         if pod is None:
             slots.append(Slot(rank, task, index, None, "missing", "no pod for this slot"))
             continue
         placed.add(id(pod))
-        if pod.uid in decision.finished:
+        rivals = placement.rivals.get(rank)
+        state: SlotState
+        if rivals is not None:
+            state, detail = "duplicate", _rival_message((task, index, pod), rivals)
+        elif pod.uid in decision.finished:
             state, detail = FINISHED, FINISHED_DETAIL
         elif not _up(pod, registered):
             state, detail = _unready(pod)
@@ -475,7 +548,10 @@ def explain(
         parsed = _parse_devices(pod.devices) if pod.devices is not None else None
         devices = parsed if isinstance(parsed, DeviceAnnotation) else None
         slots.append(Slot(rank, task, index, pod, state, detail, devices))
-    ignored = tuple(Ignored(p, _why_ignored(workload, p)) for p in pods if id(p) not in placed)
+    contested = {id(p) for rivals in placement.rivals.values() for p in rivals}
+    ignored = tuple(
+        Ignored(p, _why_ignored(workload, p, contested=id(p) in contested)) for p in pods if id(p) not in placed
+    )
     return Explanation(decision=decision, slots=tuple(slots), ignored=ignored)
 
 
@@ -485,8 +561,9 @@ def _detail(state: SlotState) -> str:
     return "counts"
 
 
-def _why_ignored(workload: WorkloadRecord, pod: PodRecord) -> str:
-    """Why ``pod`` fills no slot of ``workload`` (the negation of :func:`_slots`' rules)."""
+def _why_ignored(workload: WorkloadRecord, pod: PodRecord, *, contested: bool = False) -> str:
+    """Why ``pod`` fills no slot of ``workload`` (the negation of :func:`_slots`' rules);
+    ``contested``: it is one of several live pods claiming one slot."""
     stale = _not_current(workload, pod)
     if stale is not None:
         return stale
@@ -495,14 +572,18 @@ def _why_ignored(workload: WorkloadRecord, pod: PodRecord) -> str:
             return f"finished ({pod.phase})" if not pod.deleting else "being deleted"
         return f"more pods than the {workload.expected} replicas"
     tasks = {t.name: t for t in workload.tasks}
-    if pod.index is None:
-        return "carries no member index"
     if pod.task not in tasks:
         return f"task {pod.task!r} is not in the workload's spec"
+    if pod.index is None:
+        source = f" ({workload.index_source})" if workload.index_source else ""
+        return f"carries no member index{source}"
     task = tasks[pod.task]
     position = pod.job_index * task.per_job + pod.index
-    if position >= task.replicas:
-        return f"index {position} is beyond task {pod.task}'s {task.replicas} replicas"
+    if not task.first_index <= position < task.first_index + task.replicas:
+        first = f" from {task.first_index}" if task.first_index else ""
+        return f"index {position} is beyond task {pod.task}'s {task.replicas} replicas{first}"
+    if contested:
+        return "another live pod claims the same slot: none of them counts while more than one runs"
     return "another pod fills the same slot (ready, then newer, wins)"
 
 
@@ -552,8 +633,10 @@ def decide(
     written = _written(workload, previous)
     counting: list[Counting] = []
     finished: set[PodUID] = set()
-    for rank, (task, index, pod) in enumerate(_slots(workload, pods)):
-        if pod is None:
+    placement = _slots(workload, pods)
+    problems += _placement_problems(workload, placement)
+    for rank, (task, index, pod) in enumerate(placement.slots):
+        if pod is None or rank in placement.rivals:
             continue
         if registered and pod.registration_error is not None and not pod.ready:
             problems.append(Problem("invalid_registration", f"pod {pod.name}: {pod.registration_error}"))

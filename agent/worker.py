@@ -386,6 +386,8 @@ def _event_reason(reason: str) -> str:
         "invalid_super_pod": "InvalidSuperPod",
         "invalid_rank_order": "InvalidRankOrder",
         "invalid_workload": "InvalidWorkload",
+        "duplicate_index": "DuplicateIndex",
+        "missing_index": "MissingIndex",
         "too_large": "SpecTooLarge",
         "foreign_configmap": "ForeignConfigMap",
         "configmap_taken": "ConfigMapTaken",

@@ -147,3 +147,23 @@ TRAINER_NODE_JOB: Final = "node"
 # Deployments -------------------------------------------------------------------
 
 POD_TEMPLATE_HASH: Final = "pod-template-hash"
+
+# Indexed Jobs (batch/v1) -----------------------------------------------------
+
+#: The Job controller's labels on its pods (the legacy ``job-name`` and
+#: ``controller-uid`` too, on every release the tests run).
+JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
+JOB_NAME_LEGACY_LABEL: Final = "job-name"
+JOB_CONTROLLER_UID: Final = "batch.kubernetes.io/controller-uid"
+#: ``spec.completionMode`` of a Job whose pods carry a completion index.
+JOB_INDEXED: Final = "Indexed"
+
+# StatefulSets ------------------------------------------------------------------
+
+#: The StatefulSet controller's label with the pod's ordinal (Kubernetes 1.28+,
+#: feature gate PodIndexLabel, on by default; GA in 1.32).
+STATEFULSET_POD_INDEX: Final = "apps.kubernetes.io/pod-index"
+
+# LeaderWorkerSets ----------------------------------------------------------------
+
+LWS_GROUP: Final = "leaderworkerset.x-k8s.io"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from model import deployment, jobset, trainjob, volcano
+from model import deployment, indexedjob, jobset, statefulset, trainjob, volcano
 from model.identity import PodIdentity
 from model.records import WorkloadRecord
 
@@ -71,10 +71,14 @@ VOLCANO_JOB = _row(volcano)
 TRAINJOB = _row(trainjob, key_prefix=jobset.SHORT)
 JOBSET = _row(jobset)
 DEPLOYMENT = _row(deployment)
+INDEXED_JOB = _row(indexedjob)
+STATEFULSET = _row(statefulset)
 
 #: Every kind. Pods are matched against them in this order; for a job key
 #: shared by two kinds (TrainJob and its JobSet) the earlier kind serves it.
-KINDS: tuple[WorkloadKind, ...] = (VOLCANO_JOB, TRAINJOB, JOBSET, DEPLOYMENT)
+#: A JobSet's pods also carry the Job controller's marks, so JobSet comes
+#: before the Indexed Job.
+KINDS: tuple[WorkloadKind, ...] = (VOLCANO_JOB, TRAINJOB, JOBSET, DEPLOYMENT, INDEXED_JOB, STATEFULSET)
 BY_SHORT: dict[str, WorkloadKind] = {k.short: k for k in KINDS}
 
 

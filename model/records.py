@@ -72,7 +72,10 @@ class TaskSpec:
     rank table version, see :mod:`model.ascend`): ``npu`` a container asks
     for ``huawei.com/npu``; ``super_pod_selector`` its node selector names an
     A3 super-pod accelerator type; ``chips`` the ``huawei.com/Ascend910``
-    count a container requests.
+    count a container requests. ``first_index`` is the index of the task's
+    first pod where the kind does not number from 0 (a StatefulSet's
+    ``spec.ordinals.start``): the pod with index ``first_index + i`` fills
+    slot ``i``.
     """
 
     name: str
@@ -83,6 +86,7 @@ class TaskSpec:
     npu: bool = False
     super_pod_selector: bool = False
     chips: int = 0
+    first_index: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,10 @@ class WorkloadRecord:
     lends it its version. ``ascend`` holds what its rank table depends on.
     ``rank_order`` is its :data:`~model.keys.RANK_ORDER_ANNOTATION` (None:
     absent), checked where it is applied (:func:`model.topology.rule_for`).
+    ``waiting`` says why the workload runs fewer than its members now, by its
+    own choice (a suspended Job; an index that failed for good), None if it
+    does not: shown to people, no Problem. ``index_source`` names where its
+    pods' index comes from (a label), for the message about a pod without one.
     """
 
     key: JobKey
@@ -124,6 +132,8 @@ class WorkloadRecord:
     #: :data:`model.keys.SELF_REGISTER_ANNOTATION`), None: the controller's flag decides.
     self_register: bool | None = None
     rank_order: str | None = None
+    waiting: str | None = None
+    index_source: str = ""
 
     @property
     def expected(self) -> int:

@@ -161,3 +161,19 @@ def parse_slots(value: object) -> int:
     if not 1 <= slots <= 65535:
         raise ValueError(f"slots {slots} is outside 1-65535")
     return slots
+
+
+def template_label_error(template: Json, label_key: str) -> str | None:
+    """Why pods from ``template`` (a workload's pod template) would not be watched, None if they would.
+
+    The controller watches only pods carrying the selection label: a workload
+    labelled for the runtime whose pod template lacks the label would wait
+    for members it never sees.
+    """
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    if isinstance(labels, dict) and label_key in labels:
+        return None
+    return (
+        f"the pod template has no label {label_key}, so the controller never sees its pods; "
+        f"add it to the template's metadata.labels"
+    )

@@ -46,6 +46,7 @@ STATE_WORDS: Final[dict[SlotState, str]] = {
     "invalid_slots": "bad slots",
     "awaiting_devices": "no devices yet",
     "invalid_devices": "bad devices",
+    "duplicate": "duplicate index",
 }
 
 #: What the user can do about slots in each state ({pods}: the pods concerned, {job}: KIND/NAME).
@@ -89,11 +90,20 @@ HINTS: Final[dict[SlotState, str]] = {
         "above says what is wrong. Fix the plugin (a device without an IP: its NIC configuration), or choose a rank "
         "table that does not need what is missing (the controller's --ranktable-version)."
     ),
+    "duplicate": (
+        "Several live pods claim one slot ({pods}): none of them counts until only one is left. "
+        "A workload controller replaces a pod after the old one is gone; a pod made by hand with the "
+        "workload's labels is the usual cause: delete the one that does not belong."
+    ),
 }
 
 #: What to do about the controller's problems that are not a slot's (by problem reason).
 PROBLEM_HINTS: Final[dict[str, str]] = {
     "invalid_workload": "The workload itself is invalid (see the message): fix its spec; no spec is written until then.",
+    "missing_index": (
+        "Pods without their member index (the message names the label): a pod made by hand, or a cluster "
+        "older than the label (Kubernetes 1.28 for apps.kubernetes.io/pod-index); they fill no slot."
+    ),
     "too_large": "The spec exceeds the ConfigMap size limit: fewer members, or a smaller rank table version.",
     "foreign_configmap": (
         f"The ConfigMap exists without the label {MANAGED_LABEL}={MANAGED_VALUE}, so the controller never touches it: "

@@ -315,3 +315,162 @@ def deployment(name: str, replicas: int = 2, *, port: int = 4000) -> Json:
             "template": {**tpl, "spec": {**tpl["spec"], "restartPolicy": "Always"}},
         },
     }
+
+
+def indexed_job(
+    name: str,
+    completions: int = 2,
+    *,
+    parallelism: int | None = None,
+    namespace: str = "default",
+    runtime: str = "tensorflow",
+    template: Json | None = None,
+    uid: str = "",
+    port: int | None = None,
+    label_key: str = DEFAULT_LABEL_KEY,
+) -> Json:
+    """A labelled batch/v1 Indexed Job of ``completions`` pods (``parallelism`` defaults to the same)."""
+    tpl = template or pod_template(runtime=runtime, port=port, label_key=label_key)
+    job: Json = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": {label_key: runtime}},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": completions,
+            "parallelism": completions if parallelism is None else parallelism,
+            "backoffLimit": 0,
+            "template": copy.deepcopy(tpl),
+        },
+    }
+    if uid:
+        job["metadata"]["uid"] = uid
+    return job
+
+
+def job_pod(
+    job: Json,
+    *,
+    index: int,
+    suffix: str = "",
+    uid: str = "",
+    ip: str = "",
+    phase: str = "",
+    node: str = "",
+    created: str = "2026-11-29T00:00:00Z",
+) -> Json:
+    """A pod of Indexed Job ``job`` as the Job controller makes it: name ``<job>-<index>-<suffix>``,
+    the controller's labels and completion-index annotation, a controller ownerReference."""
+    meta = job["metadata"]
+    template = copy.deepcopy(job["spec"]["template"])
+    job_uid = meta.get("uid", "")
+    marks = {
+        "batch.kubernetes.io/controller-uid": job_uid,
+        "batch.kubernetes.io/job-name": meta["name"],
+        "controller-uid": job_uid,
+        "job-name": meta["name"],
+        "batch.kubernetes.io/job-completion-index": str(index),
+    }
+    name = f"{meta['name']}-{index}-{suffix or 'x' + str(index) + 'z'}"
+    pod: Json = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": meta.get("namespace", "default"),
+            "uid": uid or f"uid-{name}",
+            "labels": {**(template.get("metadata", {}).get("labels") or {}), **marks},
+            "annotations": {"batch.kubernetes.io/job-completion-index": str(index)},
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": meta["name"],
+                    "uid": job_uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+            "creationTimestamp": created,
+        },
+        "spec": {**template["spec"], "hostname": f"{meta['name']}-{index}", **({"nodeName": node} if node else {})},
+    }
+    if phase or ip:
+        pod["status"] = {"phase": phase, "podIP": ip, "hostIP": "10.0.0.1"}
+    return pod
+
+
+def statefulset(
+    name: str,
+    replicas: int = 2,
+    *,
+    namespace: str = "default",
+    runtime: str = "tensorflow",
+    uid: str = "",
+    port: int | None = None,
+    parallel: bool = True,
+    start: int | None = None,
+    label_key: str = DEFAULT_LABEL_KEY,
+) -> Json:
+    """A labelled StatefulSet (``Parallel`` pod management unless ``parallel`` is False: ``OrderedReady``)."""
+    tpl = pod_template(runtime=runtime, port=port, label_key=label_key)
+    tpl["metadata"]["labels"]["app"] = name
+    sts: Json = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": {label_key: runtime}},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "podManagementPolicy": "Parallel" if parallel else "OrderedReady",
+            "selector": {"matchLabels": {"app": name}},
+            "template": {**tpl, "spec": {**tpl["spec"], "restartPolicy": "Always"}},
+        },
+    }
+    if start is not None:
+        sts["spec"]["ordinals"] = {"start": start}
+    if uid:
+        sts["metadata"]["uid"] = uid
+    return sts
+
+
+def statefulset_pod(
+    sts: Json, *, ordinal: int, uid: str = "", ip: str = "", phase: str = "", index_label: bool = True
+) -> Json:
+    """A pod of ``sts`` as the StatefulSet controller makes it: name ``<sts>-<ordinal>``, its labels
+    (``apps.kubernetes.io/pod-index`` unless ``index_label`` is False, as before Kubernetes 1.28)."""
+    meta = sts["metadata"]
+    template = copy.deepcopy(sts["spec"]["template"])
+    name = f"{meta['name']}-{ordinal}"
+    labels = {
+        **(template.get("metadata", {}).get("labels") or {}),
+        "statefulset.kubernetes.io/pod-name": name,
+        "controller-revision-hash": f"{meta['name']}-5d8f7c9b6",
+    }
+    if index_label:
+        labels["apps.kubernetes.io/pod-index"] = str(ordinal)
+    pod: Json = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": meta.get("namespace", "default"),
+            "uid": uid or f"uid-{name}",
+            "labels": labels,
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "StatefulSet",
+                    "name": meta["name"],
+                    "uid": meta.get("uid", ""),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+            "creationTimestamp": "2026-11-29T00:00:00Z",
+        },
+        "spec": {**template["spec"], "hostname": name, "subdomain": meta["name"]},
+    }
+    if phase or ip:
+        pod["status"] = {"phase": phase, "podIP": ip, "hostIP": "10.0.0.1"}
+    return pod

@@ -1,17 +1,19 @@
 """An oracle for the chaos runs: what every job's spec must be, from the API server's objects.
 
 Written from the contract (docs/design.md), not from ``agent/decide.py`` nor the
-models: it reads the raw Volcano Jobs, Deployments, pods and ConfigMaps as
-the API server returns them and computes, per job, the members the spec must
-list (rank order from the workload's task order, then index; Deployments by
-pod creation, then name), their uids, IPs and ports, and the status. Label,
+models: it reads the raw Volcano Jobs, Deployments, Indexed Jobs,
+StatefulSets, pods and ConfigMaps as the API server returns them and
+computes, per job, the members the spec must list (rank order from the
+workload's task order, then index; Deployments by pod creation, then name;
+a slot that two live pods claim holds neither), their uids, IPs and ports, and the status. Label,
 annotation and default values are imported from :mod:`model.keys` (one
 place for each fact); the rules are restated here. It does not predict the
 epoch, which depends on history: callers check epochs over time (never
 down, up on every member change).
 
 Only the shapes the chaos runs create are covered: Volcano Jobs whose pods
-carry the job-controller's labels, and Deployments; no devices.
+carry the job-controller's labels, Deployments, and Indexed Jobs and
+StatefulSets as their controllers make them; no devices.
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ from model.keys import (
     CONFIG_VOLUME_NAMES,
     CONFIGMAP_PREFIX,
     DEFAULT_PORT,
+    JOB_COMPLETION_INDEX,
+    JOB_NAME_LABEL,
     POD_TEMPLATE_HASH,
     PORT_ANNOTATION,
     PORT_ENV,
     PORT_NAMES,
+    STATEFULSET_POD_INDEX,
     VOLCANO_JOB_NAME,
     VOLCANO_JOB_VERSION,
     VOLCANO_TASK_INDEX,
@@ -91,38 +96,58 @@ def _member(rank: int, task: str, index: int, pod: Json) -> Member:
     return (rank, task, index, str(meta["name"]), str(meta["uid"]), str(pod["status"]["podIP"]), _port(pod))
 
 
-def expect_volcano(job: Json, pods: list[Json]) -> Expected:
-    """Slots: tasks in spec order, indices 0..replicas-1; a slot is filled by a
-    counting pod of this job (owner uid) and its current version."""
-    meta = _meta(job)
-    name, uid = str(meta["name"]), str(meta.get("uid", ""))
-    version = int(((job.get("status") or {}).get("version")) or 0)
-    tasks = [(str(t["name"]), int(t.get("replicas") or 0)) for t in (job.get("spec") or {}).get("tasks") or []]
-    by_slot: dict[tuple[str, int], list[Json]] = {}
-    for pod in pods:
-        pm = _meta(pod)
-        labels, annotations = pm.get("labels") or {}, pm.get("annotations") or {}
-        if labels.get(VOLCANO_JOB_NAME) != name:
-            continue
-        if not any(ref.get("uid") == uid for ref in pm.get("ownerReferences") or []):
-            continue
-        if str(annotations.get(VOLCANO_JOB_VERSION, version)) != str(version):
-            continue
-        if not _counts(pod):
-            continue
-        by_slot.setdefault((str(labels.get(VOLCANO_TASK_SPEC)), int(labels.get(VOLCANO_TASK_INDEX, -1))), []).append(
-            pod
-        )
+def _live(pod: Json) -> bool:
+    """Not being deleted and not finished: a pod that may still run as a member."""
+    phase = (pod.get("status") or {}).get("phase")
+    return not _meta(pod).get("deletionTimestamp") and phase not in ("Failed", "Succeeded")
+
+
+def _fill(tasks: list[tuple[str, int]], claims: dict[tuple[str, int], list[Json]]) -> tuple[tuple[Member, ...], bool]:
+    """Members of slots ``tasks`` (name, replicas) in rank order, from the live pods claiming each slot.
+
+    A slot is filled when exactly one live pod claims it and that pod counts;
+    two live claimants fill it with neither. Returns (members, complete).
+    """
     members: list[Member] = []
     rank = 0
     for task, replicas in tasks:
         for index in range(replicas):
-            candidates = by_slot.get((task, index), [])
-            if candidates:
-                newest = max(candidates, key=lambda p: (str(_meta(p).get("creationTimestamp", "")), _meta(p)["name"]))
-                members.append(_member(rank, task, index, newest))
+            candidates = claims.get((task, index), [])
+            if len(candidates) == 1 and _counts(candidates[0]):
+                members.append(_member(rank, task, index, candidates[0]))
             rank += 1
     complete = rank > 0 and len(members) == rank
+    return (tuple(members) if complete else ()), complete
+
+
+def _owned_by(pod: Json, uid: str) -> bool:
+    return any(ref.get("uid") == uid for ref in _meta(pod).get("ownerReferences") or [])
+
+
+def _int(value: object) -> int:
+    text = str(value).strip()
+    return int(text) if text.isdigit() else -1
+
+
+def expect_volcano(job: Json, pods: list[Json]) -> Expected:
+    """Slots: tasks in spec order, indices 0..replicas-1; a slot is filled by the one
+    live pod of this job (owner uid) and its current version claiming it, when it counts."""
+    meta = _meta(job)
+    name, uid = str(meta["name"]), str(meta.get("uid", ""))
+    version = int(((job.get("status") or {}).get("version")) or 0)
+    tasks = [(str(t["name"]), int(t.get("replicas") or 0)) for t in (job.get("spec") or {}).get("tasks") or []]
+    claims: dict[tuple[str, int], list[Json]] = {}
+    for pod in pods:
+        pm = _meta(pod)
+        labels, annotations = pm.get("labels") or {}, pm.get("annotations") or {}
+        if labels.get(VOLCANO_JOB_NAME) != name or not _owned_by(pod, uid):
+            continue
+        if str(annotations.get(VOLCANO_JOB_VERSION, version)) != str(version):
+            continue
+        if _live(pod):
+            key = (str(labels.get(VOLCANO_TASK_SPEC)), _int(labels.get(VOLCANO_TASK_INDEX, -1)))
+            claims.setdefault(key, []).append(pod)
+    members, complete = _fill(tasks, claims)
     templates = [t.get("template") or {} for t in (job.get("spec") or {}).get("tasks") or []]
     return Expected(
         namespace=str(meta["namespace"]),
@@ -132,7 +157,61 @@ def expect_volcano(job: Json, pods: list[Json]) -> Expected:
         uid=uid,
         version=version,
         status="completed" if complete else "initializing",
-        members=tuple(members) if complete else (),
+        members=members,
+    )
+
+
+def expect_indexed_job(job: Json, pods: list[Json]) -> Expected:
+    """A batch/v1 Indexed Job: ``completions`` slots, filled by completion index
+    (``parallelism`` at least ``completions``, else it never completes)."""
+    meta = _meta(job)
+    spec = job.get("spec") or {}
+    name, uid = str(meta["name"]), str(meta.get("uid", ""))
+    completions = int(spec.get("completions") or 0)
+    runnable = int(spec.get("parallelism", 1)) >= completions
+    claims: dict[tuple[str, int], list[Json]] = {}
+    for pod in pods:
+        pm = _meta(pod)
+        labels, annotations = pm.get("labels") or {}, pm.get("annotations") or {}
+        if labels.get(JOB_NAME_LABEL) != name or not _owned_by(pod, uid) or not _live(pod):
+            continue
+        index = labels.get(JOB_COMPLETION_INDEX, annotations.get(JOB_COMPLETION_INDEX, -1))
+        claims.setdefault(("worker", _int(index)), []).append(pod)
+    members, complete = _fill([("worker", completions if runnable else 0)], claims)
+    return Expected(
+        namespace=str(meta["namespace"]),
+        configmap=_configmap_name(name, [spec.get("template") or {}]),
+        kind="Job",
+        name=name,
+        uid=uid,
+        version=0,
+        status="completed" if complete else "initializing",
+        members=members,
+    )
+
+
+def expect_statefulset(sts: Json, pods: list[Json]) -> Expected:
+    """``spec.replicas`` slots filled by ordinal (the pod-index label, from ``spec.ordinals.start``)."""
+    meta = _meta(sts)
+    spec = sts.get("spec") or {}
+    name, uid = str(meta["name"]), str(meta.get("uid", ""))
+    start = int((spec.get("ordinals") or {}).get("start") or 0)
+    claims: dict[tuple[str, int], list[Json]] = {}
+    for pod in pods:
+        labels = _meta(pod).get("labels") or {}
+        if not _owned_by(pod, uid) or not _live(pod) or STATEFULSET_POD_INDEX not in labels:
+            continue
+        claims.setdefault(("worker", _int(labels[STATEFULSET_POD_INDEX]) - start), []).append(pod)
+    members, complete = _fill([("worker", int(spec.get("replicas", 1)))], claims)
+    return Expected(
+        namespace=str(meta["namespace"]),
+        configmap=_configmap_name(name, [spec.get("template") or {}]),
+        kind="StatefulSet",
+        name=name,
+        uid=uid,
+        version=0,
+        status="completed" if complete else "initializing",
+        members=members,
     )
 
 
@@ -197,12 +276,19 @@ def mismatch(expected: Expected, cm: Json | None) -> str | None:
 
 
 def expect_all(objects: dict[str, list[Json]]) -> list[Expected]:
-    """Every job's expected spec from listed ``jobs``, ``deployments``, ``pods`` (raw JSON)."""
+    """Every job's expected spec from listed ``jobs`` (Volcano), ``deployments``,
+    ``indexedjobs`` (batch/v1), ``statefulsets`` and ``pods`` (raw JSON)."""
     pods_by_ns: dict[str, list[Json]] = {}
     for pod in objects.get("pods", []):
         pods_by_ns.setdefault(str(_meta(pod).get("namespace")), []).append(pod)
     out = [expect_volcano(j, pods_by_ns.get(str(_meta(j)["namespace"]), [])) for j in objects.get("jobs", [])]
     out += [
         expect_deployment(d, pods_by_ns.get(str(_meta(d)["namespace"]), [])) for d in objects.get("deployments", [])
+    ]
+    out += [
+        expect_indexed_job(j, pods_by_ns.get(str(_meta(j)["namespace"]), [])) for j in objects.get("indexedjobs", [])
+    ]
+    out += [
+        expect_statefulset(s, pods_by_ns.get(str(_meta(s)["namespace"]), [])) for s in objects.get("statefulsets", [])
     ]
     return out

@@ -2,8 +2,8 @@
 
 Every property is stated against a small model of the contract written here
 (slots in the workload's task order, a slot filled by a Running pod with an
-IP of the current incarnation and version), not against ``decide``'s own
-code. Task names are drawn so that spec order is often not alphabetical
+IP of the current incarnation and version, none when two live pods claim the
+slot), not against ``decide``'s own code. Task names are drawn so that spec order is often not alphabetical
 (``worker`` before ``chief``, ``zeta`` before ``alpha``); two ``@example`` s
 pin those cases.
 """
@@ -30,6 +30,8 @@ LABEL = "ring-controller.atlas"
 NAMES = ("worker", "chief", "zeta", "alpha", "ps", "evaluator")
 #: What a slot's pod can be; only "running" counts.
 STATES = ("absent", "running", "pending", "no_ip", "deleting", "old_version", "stranger")
+#: States of a live pod of the current job (not deleted, not finished): two of them in one slot count none.
+LIVE = ("running", "pending", "no_ip")
 
 Tasks = list[tuple[str, int]]
 
@@ -57,7 +59,7 @@ def slots_of(tasks: Tasks) -> list[tuple[str, int]]:
 
 def population(tasks: Tasks, *, generations: int = 1) -> st.SearchStrategy[list[SlotPods]]:
     """For every slot, 0-2 pods in any state (a second one: a replacement overlapping its predecessor)."""
-    # "running" drawn about half the time, so full jobs and overlapping running replacements are common.
+    # "running" drawn about half the time, so full jobs and slots claimed by two live pods are common.
     state = st.sampled_from(STATES) | st.just("running")
     pod = st.tuples(state, st.integers(0, generations - 1))
     return st.tuples(*[st.lists(pod, max_size=2) for _ in slots_of(tasks)]).map(
@@ -101,8 +103,13 @@ def build_pods(raw: dict[str, Any], slots: Sequence[SlotPods]) -> list[PodRecord
     return out
 
 
+def contested(slot: SlotPods) -> bool:
+    """Two or more live pods of the current job claim the slot: none of them counts."""
+    return sum(state in LIVE for state, _ in slot.pods) > 1
+
+
 def filled(slots: Sequence[SlotPods]) -> bool:
-    return all(any(state == "running" for state, _ in s.pods) for s in slots)
+    return all(any(state == "running" for state, _ in s.pods) and not contested(s) for s in slots)
 
 
 @given(data=st.data(), tasks=tasks_st)
@@ -226,6 +233,8 @@ def test_explain_agrees_with_decide_and_accounts_for_every_pod(data: Any, tasks:
         own = [state for state, _ in generated.pods if state not in FOREIGN]
         if not own:
             assert slot.state == "missing" and slot.pod is None
+        elif contested(generated):
+            assert slot.state == "duplicate" and not slot.counts
         elif "running" in own:
             assert slot.state == "counting"
         else:

@@ -71,7 +71,10 @@ each verb is there.
   resources: ["trainjobs"{{ if .clusterWide }}, "clustertrainingruntimes"{{ end }}]
   verbs: ["get", "list", "watch"]
 - apiGroups: ["apps"]
-  resources: ["deployments"]
+  resources: ["deployments", "statefulsets"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["batch"]
+  resources: ["jobs"]
   verbs: ["get", "list", "watch"]
 # The specs it writes. No delete.
 - apiGroups: [""]
