@@ -261,14 +261,16 @@ def age(value: str, *, now: datetime | None = None) -> str:
 
 
 def find(found: Iterable[JobView], ref: str) -> list[JobView]:
-    """The views ``ref`` names: ``NAME`` or ``KIND/NAME`` (a short name such as ``vcjob``, or the kind, any case)."""
+    """The views ``ref`` names: ``NAME`` or ``KIND/NAME`` (a short name such as ``vcjob``, or the kind, any case;
+    a short name wins over a kind or plural that matches too)."""
     kind, _, name = ref.rpartition("/")
     kind = kind.lower()
-    return [
-        v
-        for v in found
-        if v.workload.name == name and (not kind or kind in (v.kind.short, v.kind.kind.lower(), v.kind.plural))
-    ]
+    named = [v for v in found if v.workload.name == name]
+    if not kind:
+        return named
+    # A short name is exact (``job`` is batch/v1's, ``vcjob`` Volcano's) before kinds and plurals, which two share.
+    exact = [v for v in named if kind == v.kind.short]
+    return exact or [v for v in named if kind in (v.kind.kind.lower(), v.kind.plural)]
 
 
 # What ring-launch exports in a pod. ------------------------------------------------

@@ -395,7 +395,8 @@ def describe_text(view: JobView, *, events: Sequence[Json] = (), label_key: str,
         out.append("")
         out.append("Why it waits:")
         # The job's own problems first (an invalid workload explains every slot), then each slot's.
-        lines = [f"  {p.message}" for p in view.problems if not any(p.message == s.detail for s in waiting)]
+        lines = [f"  {w.waiting}"] if w.waiting else []
+        lines += [f"  {p.message}" for p in view.problems if not any(p.message == s.detail for s in waiting)]
         lines += [f"  {_why(view, s)}" for s in waiting]
         if view.live == STATUS_COMPLETED and view.behind:
             lines.append(

@@ -23,7 +23,16 @@ from ranktable.clusterspec import PodNotInSpec
 from ranktable.launch import launcher
 from ringcontroller.kubectl_ring import cli, render
 from ringcontroller.kubectl_ring.jobs import Snapshot, age, find, launch_setup, pod_env, views
-from tests.support.factories import jobset, pod_template, volcano_job, volcano_pod
+from tests.support.factories import (
+    indexed_job,
+    job_pod,
+    jobset,
+    pod_template,
+    statefulset,
+    statefulset_pod,
+    volcano_job,
+    volcano_pod,
+)
 from tests.support.kubectlring import section, table
 
 LABEL = "ring-controller.atlas"
@@ -332,3 +341,58 @@ def test_a_topology_ordered_job_reads_with_its_nodes_and_shows_rule_and_paths() 
         order=RankOrder(keys=order.keys),
     )
     assert not blind.behind and blind.explanation.decision.spec.members == view.written.members  # type: ignore[union-attr]
+
+
+def test_indexed_jobs_and_statefulsets_are_listed_and_a_short_name_tells_job_from_vcjob() -> None:
+    vc = _job("train")
+    ij = indexed_job("train", 2, namespace="ns", uid="ij-uid")
+    sts = statefulset("web", 2, namespace="ns", uid="sts-uid")
+    pods = [job_pod(ij, index=i, ip=f"127.1.1.{i + 1}", phase="Running") for i in (1, 0)]
+    pods += [statefulset_pod(sts, ordinal=o, ip=f"127.1.2.{o + 1}", phase="Running") for o in (0, 1)]
+    snapshot = Snapshot(workloads=(("vcjob", vc), ("job", ij), ("sts", sts)), pods=tuple(pods))
+    found = views(snapshot, label_key=LABEL)
+    assert [(v.kind.short, v.workload.name, v.live, v.ready) for v in found] == [
+        ("job", "train", "completed", 2),
+        ("sts", "web", "completed", 2),
+        ("vcjob", "train", "initializing", 0),
+    ]
+    assert [v.kind.short for v in find(found, "job/train")] == ["job"]
+    assert [v.kind.short for v in find(found, "vcjob/train")] == ["vcjob"]
+    assert [v.kind.short for v in find(found, "Job/train")] == ["job"]  # the short name, in any case
+    assert sorted(v.kind.short for v in find(found, "jobs/train")) == ["job", "vcjob"]  # the plural: both
+    assert [v.kind.short for v in find(found, "statefulset/web")] == ["sts"]
+    rows = table(render.get_table(found, now=NOW))
+    assert [(r["KIND"], r["NAME"], r["READY"]) for r in rows] == [
+        ("job", "train", "2/2"),
+        ("sts", "web", "2/2"),
+        ("vcjob", "train", "0/2"),
+    ]
+    text = render.describe_text(found[0], label_key=LABEL, now=NOW)
+    assert "Kind:" in text and "Job (batch/v1), job/train" in text
+
+
+def test_describe_says_a_suspended_job_waits_for_its_resumption() -> None:
+    ij = indexed_job("train", 2, namespace="ns", uid="ij-uid")
+    ij["spec"]["suspend"] = True
+    (view,) = views(Snapshot(workloads=(("job", ij),)), label_key=LABEL)
+    why = section(render.describe_text(view, label_key=LABEL, now=NOW), "Why it waits:")
+    assert why.splitlines()[0].strip().startswith("the Job is suspended (spec.suspend)")
+
+
+def test_describe_shows_a_duplicate_index_and_a_missing_ordinal() -> None:
+    ij = indexed_job("train", 2, namespace="ns", uid="ij-uid")
+    pods = [job_pod(ij, index=i, ip=f"127.1.1.{i + 1}", phase="Running") for i in (0, 1)]
+    pods.append(job_pod(ij, index=1, suffix="byhand", ip="127.1.1.9", phase="Running"))
+    (view,) = views(Snapshot(workloads=(("job", ij),), pods=tuple(pods)), label_key=LABEL)
+    text = render.describe_text(view, label_key=LABEL, now=NOW)
+    slots = table(section(text, "Members (rank order, as the controller sees them now):"))
+    assert [r["STATE"] for r in slots] == ["counts", "duplicate index"]
+    assert "pods train-1-byhand, train-1-x1z all claim worker index 1" in section(text, "Why it waits:")
+    assert any("Several live pods claim one slot (train-1-x1z)" in h for h in render.advice(view, label_key=LABEL))
+    sts = statefulset("web", 1, namespace="ns", uid="sts-uid")
+    bare = statefulset_pod(sts, ordinal=0, ip="127.1.2.1", phase="Running", index_label=False)
+    (old,) = views(Snapshot(workloads=(("sts", sts),), pods=(bare,)), label_key=LABEL)
+    text = render.describe_text(old, label_key=LABEL, now=NOW)
+    assert "pods carry no member index (label apps.kubernetes.io/pod-index)" in section(text, "Why it waits:")
+    assert "web-0: carries no member index (label apps.kubernetes.io/pod-index)" in text
+    assert any("Pods without their member index" in h for h in render.advice(old, label_key=LABEL))
