@@ -181,11 +181,14 @@ class Agent:
 
     def on_workload(self, old: WorkloadRecord | None, new: WorkloadRecord | None) -> None:
         """A workload was added, changed or deleted."""
-        record = new or old
-        if record is not None and old != new:
-            self._enqueue(record.key)
+        if old == new:
+            return
+        # Every job the workload serves, before and after (a group dropped by a scale down is forgotten).
+        for key in dict.fromkeys(k for r in (old, new) if r is not None for k in r.job_keys):
+            self._enqueue(key)
         if new is None and old is not None:
-            self._last_ready.pop(old.key, None)  # also on a standby, which never syncs
+            for key in old.job_keys:
+                self._last_ready.pop(key, None)  # also on a standby, which never syncs
 
     def on_pod(self, old: PodRecord | None, new: PodRecord | None) -> None:
         """A selected pod was added, changed or deleted."""

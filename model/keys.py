@@ -167,3 +167,9 @@ STATEFULSET_POD_INDEX: Final = "apps.kubernetes.io/pod-index"
 # LeaderWorkerSets ----------------------------------------------------------------
 
 LWS_GROUP: Final = "leaderworkerset.x-k8s.io"
+LWS_VERSION: Final = "v1"
+#: LWS's labels on every pod of a group: the set, the group, the pod's place
+#: in it (the leader is worker 0, its workers 1..size-1).
+LWS_NAME: Final = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX: Final = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX: Final = "leaderworkerset.sigs.k8s.io/worker-index"

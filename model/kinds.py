@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from model import deployment, indexedjob, jobset, statefulset, trainjob, volcano
+from model import deployment, indexedjob, jobset, lws, statefulset, trainjob, volcano
 from model.identity import PodIdentity
 from model.records import WorkloadRecord
 
@@ -72,13 +72,23 @@ TRAINJOB = _row(trainjob, key_prefix=jobset.SHORT)
 JOBSET = _row(jobset)
 DEPLOYMENT = _row(deployment)
 INDEXED_JOB = _row(indexedjob)
+LEADER_WORKER_SET = _row(lws)
 STATEFULSET = _row(statefulset)
 
 #: Every kind. Pods are matched against them in this order; for a job key
 #: shared by two kinds (TrainJob and its JobSet) the earlier kind serves it.
 #: A JobSet's pods also carry the Job controller's marks, so JobSet comes
-#: before the Indexed Job.
-KINDS: tuple[WorkloadKind, ...] = (VOLCANO_JOB, TRAINJOB, JOBSET, DEPLOYMENT, INDEXED_JOB, STATEFULSET)
+#: before the Indexed Job; a LeaderWorkerSet's pods are StatefulSet pods, so
+#: LeaderWorkerSet comes before StatefulSet.
+KINDS: tuple[WorkloadKind, ...] = (
+    VOLCANO_JOB,
+    TRAINJOB,
+    JOBSET,
+    DEPLOYMENT,
+    INDEXED_JOB,
+    LEADER_WORKER_SET,
+    STATEFULSET,
+)
 BY_SHORT: dict[str, WorkloadKind] = {k.short: k for k in KINDS}
 
 

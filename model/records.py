@@ -11,7 +11,7 @@ a pod key, a workload uid is not a pod uid.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NewType
 
 from model.ascend import AscendJob, ascend_job
@@ -32,6 +32,17 @@ PodUID = NewType("PodUID", str)
 def job_key(short: str, namespace: str, name: str) -> JobKey:
     """The job key of workload ``namespace/name`` of the kind named ``short``."""
     return JobKey(f"{short}/{namespace}/{name}")
+
+
+def group_key(key: JobKey, group: int) -> JobKey:
+    """The job key of group ``group`` of the workload whose own job key is ``key``: ``<key>-<group>``."""
+    return JobKey(f"{key}-{group}")
+
+
+def split_group(key: str) -> tuple[str, int] | None:
+    """``(key of the workload, group)`` of a :func:`group_key`, None if ``key`` does not end in ``-<number>``."""
+    base, dash, group = key.rpartition("-")
+    return (base, int(group)) if dash and group.isascii() and group.isdigit() else None
 
 
 def object_key(namespace: str | None, name: str) -> ObjectKey:
@@ -134,6 +145,28 @@ class WorkloadRecord:
     rank_order: str | None = None
     waiting: str | None = None
     index_source: str = ""
+    #: A kind whose one object runs several independent jobs (a
+    #: LeaderWorkerSet's groups): how many, 0 for a kind that is one job.
+    #: The jobs are served as :meth:`for_group` records under :meth:`job_keys`.
+    groups: int = 0
+    #: The group this record serves (None: a record of the object itself).
+    group: int | None = None
+
+    @property
+    def job_name(self) -> str:
+        """The job's name for people: the workload's, ``<name>-<group>`` for a group."""
+        return self.name if self.group is None else f"{self.name}-{self.group}"
+
+    @property
+    def job_keys(self) -> tuple[JobKey, ...]:
+        """The job keys the workload is served under: its own, or one per group."""
+        if not self.groups:
+            return (self.key,)
+        return tuple(group_key(self.key, g) for g in range(self.groups))
+
+    def for_group(self, group: int) -> WorkloadRecord:
+        """The record of group ``group`` (its own job key and ConfigMap; ``0 <= group < groups``)."""
+        return replace(self, key=group_key(self.key, group), group=group, groups=0)
 
     @property
     def expected(self) -> int:
@@ -146,7 +179,7 @@ class WorkloadRecord:
         for task in self.tasks:
             if task.configmap:
                 return task.configmap
-        return CONFIGMAP_PREFIX + self.name
+        return CONFIGMAP_PREFIX + self.name + (f"-{self.group}" if self.group is not None else "")
 
     @property
     def wants_devices(self) -> bool:

@@ -6,6 +6,9 @@ TrainJob's worker. The rules, in one place:
 
 - Kinds are tried in :data:`model.kinds.KINDS` order; the first record that is
   ``served`` serves the key (a JobSet owned by a TrainJob is not).
+- A workload that runs several jobs (a LeaderWorkerSet's groups) serves
+  each under ``<its key>-<group>`` (:meth:`~model.records.WorkloadRecord.for_group`),
+  for the groups it has now; its own key serves nothing.
 - A TrainJob takes its JobSet's restart count as its version (the JobSet
   "lends" it), so pods of older attempts never count.
 - A TrainJob without ``spec.trainer.numNodes`` takes its
@@ -23,7 +26,7 @@ from dataclasses import replace
 
 from model import trainjob
 from model.kinds import KINDS, WorkloadKind
-from model.records import JobKey, WorkloadRecord
+from model.records import JobKey, WorkloadRecord, split_group
 
 #: ``lookup(kind, "<namespace>/<name>")``: the cached record of that kind, None
 #: if absent or the kind is not watched.
@@ -37,7 +40,9 @@ def serving_workload(key: JobKey, *, lookup: Lookup, runtime_nodes: RuntimeNodes
     """The workload serving job ``key`` as the agent must see it, None if none does."""
     prefix, _, rest = key.partition("/")
     found = [record for kind in KINDS if kind.prefix == prefix for record in [lookup(kind, rest)] if record is not None]
-    served = next((r for r in found if r.served), None)
+    if not found:
+        return _group(key, lookup=lookup)
+    served = next((r for r in found if r.served and not r.groups), None)
     if served is None or served.kind != trainjob.KIND:
         return served
     lender = next((r for r in found if not r.served), None)
@@ -64,3 +69,18 @@ def trainjob_as_served(
             record, error=f"ClusterTrainingRuntime {record.runtime_ref} not found or without spec.mlPolicy.numNodes"
         )
     return replace(record, tasks=tuple(replace(t, replicas=nodes) for t in record.tasks))
+
+
+def _group(key: JobKey, *, lookup: Lookup) -> WorkloadRecord | None:
+    """The group record ``key`` names (``<kind>/<namespace>/<name>-<group>``), None if no workload has that group."""
+    prefix, _, rest = key.partition("/")
+    split = split_group(rest)
+    if split is None:
+        return None
+    name, group = split
+    for kind in KINDS:
+        if kind.prefix == prefix:
+            record = lookup(kind, name)
+            if record is not None and record.served and group < record.groups:
+                return record.for_group(group)
+    return None

@@ -361,7 +361,8 @@ class Controller:
         self._working = True
         for scoped in self.workloads.values():
             for record in scoped.list():
-                self.queue.add(record.key)
+                for key in record.job_keys:
+                    self.queue.add(key)
         self._workers = [asyncio.create_task(self._work(), name=f"worker-{i}") for i in range(self.options.workers)]
         log.info("workers.started", workers=self.options.workers)
 

@@ -23,7 +23,7 @@ from model import trainjob
 from model.keys import DEFAULT_LABEL_KEY, DEFAULT_PORT, MANAGED_LABEL, MANAGED_VALUE, RANK_ORDER_ANNOTATION
 from model.kinds import KINDS
 from model.pod import pod_record
-from model.records import key_of, object_key
+from model.records import key_of, object_key, split_group
 from model.topology import DEFAULT_TOPOLOGY_KEYS, RULE_TOPOLOGY, RULES, RankOrder, parse_keys
 from ranktable.clusterspec import PodNotInSpec, SpecError
 from ranktable.hccl import CHOICES, DEFAULT_CHOICE
@@ -251,7 +251,9 @@ def _views(
     (``describe`` and ``env`` explain one job, not every job around it)."""
     snapshot = read(reader, namespace, label_key=args.label_key, rank_order=args.rank_order)
     if name is not None:
-        named = tuple(w for w in snapshot.workloads if (w[1].get("metadata") or {}).get("name") == name)
+        group = split_group(name)  # NAME-GROUP: a group of a LeaderWorkerSet NAME
+        names = {name, group[0]} if group is not None else {name}
+        named = tuple(w for w in snapshot.workloads if (w[1].get("metadata") or {}).get("name") in names)
         snapshot = dataclasses.replace(snapshot, workloads=named)
     found = _compute(snapshot, args)
     # A job's ConfigMap missing from the managed ones may exist unlabelled (foreign): look, so it is reported.
@@ -300,7 +302,7 @@ def _one(reader: Reader, args: argparse.Namespace, ref: str, namespace: str) -> 
             f"(`kubectl ring get -n {namespace}` lists them)"
         )
     if len(matches) > 1:
-        names = ", ".join(f"{m.kind.short}/{m.workload.name}" for m in matches)
+        names = ", ".join(f"{m.kind.short}/{m.workload.job_name}" for m in matches)
         return _fail(f"{ref!r} names several jobs: {names}; say which with KIND/NAME", EXIT_USAGE)
     return matches[0]
 
@@ -366,7 +368,7 @@ def _env(reader: Reader, args: argparse.Namespace) -> int:
         missing = "" if configmap is not None else " (the ConfigMap does not exist yet)"
         return _fail(
             f"ring-launch in pod {args.pod} would still wait: {result.waiting}{missing}; "
-            f"`kubectl ring describe {view.kind.short}/{view.workload.name} -n {namespace}` says why",
+            f"`kubectl ring describe {view.kind.short}/{view.workload.job_name} -n {namespace}` says why",
             EXIT_WAITING,
         )
     env = result.env

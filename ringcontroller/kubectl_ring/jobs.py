@@ -161,7 +161,7 @@ def views(
         if pod.job is not None:
             pods_by_job.setdefault(pod.job, []).append((pod, raw_pod))
     out: list[JobView] = []
-    for key in sorted({r.key for r in records.values()}):
+    for key in sorted({k for r in records.values() for k in r.job_keys}):
         workload = serving_workload(
             key,
             lookup=lambda kind, name: records.get((kind.short, name)),
@@ -180,7 +180,7 @@ def views(
                 order=order,
             )
         )
-    out.sort(key=lambda v: (v.workload.namespace, v.kind.short, v.workload.name))
+    out.sort(key=lambda v: (v.workload.namespace, v.kind.short, v.workload.name, v.workload.group or 0))
     return out
 
 
@@ -262,10 +262,11 @@ def age(value: str, *, now: datetime | None = None) -> str:
 
 def find(found: Iterable[JobView], ref: str) -> list[JobView]:
     """The views ``ref`` names: ``NAME`` or ``KIND/NAME`` (a short name such as ``vcjob``, or the kind, any case;
-    a short name wins over a kind or plural that matches too)."""
+    a short name wins over a kind or plural that matches too). A LeaderWorkerSet's NAME names all its groups,
+    ``NAME-GROUP`` one."""
     kind, _, name = ref.rpartition("/")
     kind = kind.lower()
-    named = [v for v in found if v.workload.name == name]
+    named = [v for v in found if name in (v.workload.name, v.workload.job_name)]
     if not kind:
         return named
     # A short name is exact (``job`` is batch/v1's, ``vcjob`` Volcano's) before kinds and plurals, which two share.

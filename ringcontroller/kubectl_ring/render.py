@@ -151,7 +151,7 @@ def get_table(
     for v in found:
         row = [
             v.kind.short,
-            v.workload.name,
+            v.workload.job_name,
             v.status,
             _epoch(v),
             f"{v.ready}/{v.workload.expected}",
@@ -173,7 +173,7 @@ def job_data(view: JobView) -> Json:
         "kind": view.workload.kind,
         "apiVersion": view.workload.api_version,
         "namespace": view.workload.namespace,
-        "name": view.workload.name,
+        "name": view.workload.job_name,
         "uid": view.workload.uid,
         "version": view.workload.version,
         "runtime": view.workload.runtime,
@@ -320,9 +320,9 @@ def describe_text(view: JobView, *, events: Sequence[Json] = (), label_key: str,
     """``kubectl ring describe``: the members in rank order and, while the spec is not completed, why."""
     w = view.workload
     out: list[str] = []
-    ref = f"{view.kind.short}/{w.name}"
+    ref = f"{view.kind.short}/{w.job_name}"
     field = [
-        ("Name", w.name),
+        ("Name", w.name if w.group is None else f"{w.job_name} (group {w.group} of {w.kind} {w.name})"),
         ("Namespace", w.namespace),
         ("Kind", f"{w.kind} ({w.api_version}), {ref}"),
         ("Runtime", f"{w.runtime or '-'} (label {label_key})"),
@@ -437,7 +437,7 @@ def rank_order_text(view: JobView) -> str:
 def advice(view: JobView, *, label_key: str) -> list[str]:
     """The hints for ``view``: one per kind of trouble found, in slot-state order."""
     w = view.workload
-    job = f"{view.kind.short}/{w.name} -n {w.namespace}"
+    job = f"{view.kind.short}/{w.job_name} -n {w.namespace}"
     hints: list[str] = []
     waiting = view.explanation.waiting if view.live != STATUS_COMPLETED else ()
     for state in SLOT_STATES:

@@ -474,3 +474,84 @@ def statefulset_pod(
     if phase or ip:
         pod["status"] = {"phase": phase, "podIP": ip, "hostIP": "10.0.0.1"}
     return pod
+
+
+def leader_worker_set(
+    name: str,
+    *,
+    replicas: int = 2,
+    size: int = 3,
+    namespace: str = "default",
+    runtime: str = "tensorflow",
+    uid: str = "",
+    label_key: str = DEFAULT_LABEL_KEY,
+) -> Json:
+    """A labelled LeaderWorkerSet (leaderworkerset.x-k8s.io/v1): ``replicas`` groups of ``size`` pods,
+    one template for leader and workers (the LWS default), reading its group's spec through the API."""
+    tpl = pod_template(runtime=runtime, label_key=label_key)
+    lws: Json = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": {label_key: runtime}},
+        "spec": {
+            "replicas": replicas,
+            "leaderWorkerTemplate": {
+                "size": size,
+                "restartPolicy": "RecreateGroupOnPodRestart",
+                "workerTemplate": {**tpl, "spec": {**tpl["spec"], "restartPolicy": "Always"}},
+            },
+            "startupPolicy": "LeaderCreated",
+        },
+    }
+    if uid:
+        lws["metadata"]["uid"] = uid
+    return lws
+
+
+def lws_pod(lws: Json, *, group: int, worker: int, uid: str = "", ip: str = "", phase: str = "") -> Json:
+    """A pod of ``lws`` as the LWS controller makes it: the leader ``<lws>-<group>`` (worker 0) owned by
+    the leader StatefulSet, a worker ``<lws>-<group>-<worker>`` owned by its group's StatefulSet, and
+    the LWS labels (name, group-index, worker-index, group-key)."""
+    meta = lws["metadata"]
+    lwt = lws["spec"]["leaderWorkerTemplate"]
+    template = copy.deepcopy(
+        lwt.get("leaderTemplate") if worker == 0 and lwt.get("leaderTemplate") else lwt["workerTemplate"]
+    )
+    leader = f"{meta['name']}-{group}"
+    name = leader if worker == 0 else f"{leader}-{worker}"
+    owner = meta["name"] if worker == 0 else leader
+    labels = {
+        **(template.get("metadata", {}).get("labels") or {}),
+        "leaderworkerset.sigs.k8s.io/name": meta["name"],
+        "leaderworkerset.sigs.k8s.io/group-index": str(group),
+        "leaderworkerset.sigs.k8s.io/worker-index": str(worker),
+        "leaderworkerset.sigs.k8s.io/group-key": f"{group:040x}",
+        "apps.kubernetes.io/pod-index": str(group if worker == 0 else worker),
+        "statefulset.kubernetes.io/pod-name": name,
+    }
+    pod: Json = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": meta.get("namespace", "default"),
+            "uid": uid or f"uid-{name}",
+            "labels": labels,
+            "annotations": {"leaderworkerset.sigs.k8s.io/size": str(lwt.get("size", 1))},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "StatefulSet",
+                    "name": owner,
+                    "uid": f"sts-{owner}",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+            "creationTimestamp": "2026-11-29T00:00:00Z",
+        },
+        "spec": template["spec"],
+    }
+    if phase or ip:
+        pod["status"] = {"phase": phase, "podIP": ip, "hostIP": "10.0.0.1"}
+    return pod

@@ -164,7 +164,12 @@ def test_trainer_examples_exist_and_match_the_manifests(conf: dict[str, str]) ->
     script = f"{conf['TRAINER_APP']}/train.py"
     assert any(f.endswith("/train.py") for f in files)
     # The example workloads run the script at the path the trainer image has it.
-    for manifest in ("examples/volcano/tf-cifar10.yaml", "examples/trainer/tensorflow-runtime.yaml"):
+    for manifest in (
+        "examples/volcano/tf-cifar10.yaml",
+        "examples/trainer/tensorflow-runtime.yaml",
+        "examples/job/tf-indexed-job.yaml",
+        "examples/statefulset/tf-statefulset.yaml",
+    ):
         assert script in (BUILD / manifest).read_text(), manifest
 
 

@@ -396,3 +396,20 @@ def test_describe_shows_a_duplicate_index_and_a_missing_ordinal() -> None:
     assert "pods carry no member index (label apps.kubernetes.io/pod-index)" in section(text, "Why it waits:")
     assert "web-0: carries no member index (label apps.kubernetes.io/pod-index)" in text
     assert any("Pods without their member index" in h for h in render.advice(old, label_key=LABEL))
+
+
+def test_a_leaderworkerset_shows_one_job_per_group() -> None:
+    from tests.support.factories import leader_worker_set, lws_pod
+
+    raw = leader_worker_set("llm", replicas=2, size=2, namespace="ns", uid="lws-uid")
+    pods = [lws_pod(raw, group=1, worker=w, ip=f"127.1.3.{w + 1}", phase="Running") for w in (0, 1)]
+    found = views(Snapshot(workloads=(("lws", raw),), pods=tuple(pods)), label_key=LABEL)
+    rows = table(render.get_table(found, now=NOW))
+    assert [(r["KIND"], r["NAME"], r["READY"], r["CONFIGMAP"]) for r in rows] == [
+        ("lws", "llm-0", "0/2", "rings-config-llm-0"),
+        ("lws", "llm-1", "2/2", "rings-config-llm-1"),
+    ]
+    assert [v.workload.job_name for v in find(found, "lws/llm")] == ["llm-0", "llm-1"]
+    (one,) = find(found, "lws/llm-1")
+    text = render.describe_text(one, label_key=LABEL, now=NOW)
+    assert "llm-1 (group 1 of LeaderWorkerSet llm)" in text and "lws/llm-1" in text

@@ -157,7 +157,7 @@ class TestRbac:
         for group, resource in [
             ("batch.volcano.sh", "jobs"), ("jobset.x-k8s.io", "jobsets"),
             ("trainer.kubeflow.org", "trainjobs"), ("trainer.kubeflow.org", "clustertrainingruntimes"), ("apps", "deployments"),
-            ("apps", "statefulsets"), ("batch", "jobs"),
+            ("apps", "statefulsets"), ("batch", "jobs"), ("leaderworkerset.x-k8s.io", "leaderworkersets"),
         ]:  # fmt: skip
             assert rules_for(rules, group, resource) == read, (group, resource)
         assert rules_for(rules, "", "nodes") == read  # topology rank order: node labels
@@ -171,6 +171,7 @@ class TestRbac:
             ("", "pods"), ("", "nodes"), ("topology.volcano.sh", "hypernodes"), ("batch.volcano.sh", "jobs"), ("jobset.x-k8s.io", "jobsets"),
             ("trainer.kubeflow.org", "trainjobs"), ("trainer.kubeflow.org", "clustertrainingruntimes"), ("apps", "deployments"), ("", "configmaps"),
             ("", "events"), ("events.k8s.io", "events"), ("apps", "statefulsets"), ("batch", "jobs"),
+            ("leaderworkerset.x-k8s.io", "leaderworkersets"),
         }  # fmt: skip
 
     def test_every_watched_kind_is_readable(self, rbac: list[Json]) -> None:

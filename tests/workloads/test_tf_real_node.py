@@ -202,3 +202,70 @@ def test_a_replaced_worker_starts_only_with_the_new_epoch(
     )
     spec = read_spec(k8s, namespace, "rings-config-rep")
     assert spec["epoch"] == new_epoch and {m["uid"] for m in spec["members"]} >= {new.metadata.uid}
+
+
+INDEXED_JOB_EXAMPLE = REPO / "build" / "examples" / "job" / "tf-indexed-job.yaml"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def indexed_job(name: str, *, data: Path, workers: int, command: list[str], args: list[str]) -> Json:
+    """The Indexed Job example (build/examples/job) on the real node, renamed, with ``command``/``args``."""
+    job: Json = yaml.safe_load(INDEXED_JOB_EXAMPLE.read_text())
+    job["metadata"]["name"] = name
+    job["spec"]["completions"] = job["spec"]["parallelism"] = workers
+    job["spec"]["backoffLimitPerIndex"] = 0  # a failure fails the test, not a retry
+    spec = job["spec"]["template"]["spec"]
+    spec.update(copy.deepcopy(node.pod_placement()))
+    spec["terminationGracePeriodSeconds"] = 2
+    (container,) = spec["containers"]
+    container["image"] = nodejobs.TRAINER_IMAGE
+    container["command"] = command
+    container["args"] = args
+    container["resources"] = {"requests": {"cpu": "100m", "memory": "256Mi"}}
+    container["env"] = [e for e in container["env"] if e["name"] != "EPOCHS"] + [
+        {"name": "EPOCHS", "value": "1"},
+        {"name": "BATCH_SIZE", "value": "16"},
+        {"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"},
+    ]
+    for volume in spec["volumes"]:
+        if volume["name"] == "rings-config":
+            volume["configMap"]["name"] = f"rings-config-{name}"
+        if volume["name"] == "cifar-data":
+            volume["hostPath"]["path"] = str(data)
+    return job
+
+
+def test_indexed_job_two_workers_file_mode_train_in_sync_ranked_by_completion_index(
+    k8s: Any, namespace: str, controller: ControllerProcess, trainer_image: str, cifar: Path
+) -> None:
+    """The shipped Indexed Job example, run by the real Job controller: no Service, no DNS."""
+    job = indexed_job(
+        "tfij", data=cifar, workers=2,
+        command=[*nodejobs.LAUNCH, "--timeout", "300", "--"], args=["python", "/app/train.py", "--steps", "4", "--result", "-"],
+    )  # fmt: skip
+    k8s.batch.create_namespaced_job(namespace, job)
+
+    def pods_of_job() -> list[Any] | None:
+        pods = k8s.core.list_namespaced_pod(namespace, label_selector="batch.kubernetes.io/job-name=tfij").items
+        live = [p for p in pods if p.metadata.deletion_timestamp is None]
+        return sorted(live, key=lambda p: int(p.metadata.labels[COMPLETION_INDEX])) if len(live) == 2 else None
+
+    pods = _finished(k8s, namespace, wait_for(pods_of_job, timeout=120, what="2 Job pods"))
+    logs = [
+        nodejobs.parse_log(p.metadata.name, k8s.core.read_namespaced_pod_log(p.metadata.name, namespace)) for p in pods
+    ]
+    _assert_in_sync(logs, pods, 2222)
+    assert {r.result["tf_config_source"] for r in logs if r.result} == {"environment"}
+    # Ranks follow the completion index, and each worker's task index is its own completion index.
+    order = [f"{p.status.pod_ip}:2222" for p in pods]
+    for pod, log in zip(pods, logs, strict=True):
+        assert log.result is not None
+        assert log.result["tf_config"]["cluster"]["worker"] == order
+        assert log.result["tf_config"]["task"] == {
+            "type": "worker",
+            "index": int(pod.metadata.labels[COMPLETION_INDEX]),
+        }
+    spec = read_spec(k8s, namespace, "rings-config-tfij")
+    assert spec is not None and spec["job"]["apiVersion"] == "batch/v1" and spec["status"] == "completed"
+    assert [m["pod"] for m in spec["members"]] == [p.metadata.name for p in pods]
+    assert k8s.core.list_namespaced_service(namespace).items == []  # no headless Service anywhere

@@ -76,6 +76,9 @@ each verb is there.
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "list", "watch"]
+- apiGroups: ["leaderworkerset.x-k8s.io"]
+  resources: ["leaderworkersets"]
+  verbs: ["get", "list", "watch"]
 # The specs it writes. No delete.
 - apiGroups: [""]
   resources: ["configmaps"]
