@@ -1,8 +1,9 @@
 """The chaos oracle against ``decide()``: two independent readings of the contract must agree.
 
 A disagreement means one of them is wrong; the chaos runs trust the oracle,
-so it is checked here on generated Volcano Jobs and Deployments (task orders
-not alphabetical, pods in every state, replacements overlapping).
+so it is checked here on generated Volcano Jobs, Deployments, Indexed Jobs
+and StatefulSets (task orders not alphabetical, pods in every state,
+replacements overlapping).
 """
 
 from __future__ import annotations
@@ -14,12 +15,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.decide import decide
+from model import indexedjob
+from model import statefulset as statefulset_model
 from model.deployment import workload_record as deployment_record
 from model.pod import pod_record
 from model.volcano import workload_record as volcano_record
 from ranktable.clusterspec import CLUSTER_FILE
 from tests.support import oracle
-from tests.support.factories import pod_template, volcano_job, volcano_pod
+from tests.support.factories import (
+    indexed_job,
+    job_pod,
+    pod_template,
+    statefulset,
+    statefulset_pod,
+    volcano_job,
+    volcano_pod,
+)
 
 LABEL = "ring-controller.atlas"
 NAMES = ("worker", "chief", "zeta", "alpha", "ps")
@@ -97,3 +108,51 @@ def test_oracle_agrees_with_decide_on_deployments(replicas: int, states: list[st
     d = decide(deployment_record(raw, label_key=LABEL), [pod_record(p) for p in pods], previous=None)
     assert d.data is not None
     assert oracle.mismatch(oracle.expect_deployment(raw, pods), configmap(d.data)) is None
+
+
+def _stated(pod: dict[str, Any], state: str) -> dict[str, Any]:
+    """``pod`` in generated ``state`` (running, pending, no_ip, deleting, failed)."""
+    status = pod.setdefault("status", {"hostIP": "10.0.0.1"})
+    status["phase"] = {"pending": "Pending", "failed": "Failed"}.get(state, "Running")
+    if state == "no_ip":
+        status["podIP"] = ""
+    if state == "deleting":
+        pod["metadata"]["deletionTimestamp"] = "2026-11-29T00:01:00Z"
+    return pod
+
+
+INDEXED_STATE = st.sampled_from(["running", "pending", "no_ip", "deleting", "failed"]) | st.just("running")
+
+
+@settings(max_examples=30)
+@given(completions=st.integers(0, 4), parallel=st.booleans(), data=st.data())
+def test_oracle_agrees_with_decide_on_indexed_jobs(completions: int, parallel: bool, data: Any) -> None:
+    raw = indexed_job("j", completions, parallelism=completions if parallel else max(0, completions - 1))
+    raw["metadata"].update(namespace="ns", uid="job-uid")
+    pods = []
+    for index in range(completions + 1):  # one index beyond completions: fills nothing
+        for k, state in enumerate(data.draw(st.lists(INDEXED_STATE, max_size=2))):
+            pod = job_pod(raw, index=index, suffix=f"s{k}", ip=f"127.1.{k}.{index + 1}")
+            pods.append(_stated(pod, state))
+    for p in pods:
+        p["metadata"]["namespace"] = "ns"
+    d = decide(indexedjob.workload_record(raw, label_key=LABEL), [pod_record(p) for p in pods], previous=None)
+    expected = oracle.expect_indexed_job(raw, pods)
+    if d.data is None:  # invalid (parallelism below completions): nothing written, the oracle never completes it
+        assert expected.status == "initializing" and not (parallel or completions == 0)
+        return
+    assert oracle.mismatch(expected, configmap(d.data)) is None, (expected, json.loads(d.data[CLUSTER_FILE]))
+
+
+@settings(max_examples=30)
+@given(replicas=st.integers(0, 4), start=st.sampled_from([0, 3]), data=st.data())
+def test_oracle_agrees_with_decide_on_statefulsets(replicas: int, start: int, data: Any) -> None:
+    raw = statefulset("s", replicas, namespace="ns", uid="sts-uid", start=start or None)
+    pods = []
+    for ordinal in range(start, start + replicas + 1):
+        states = data.draw(st.lists(INDEXED_STATE, max_size=1))
+        pods += [_stated(statefulset_pod(raw, ordinal=ordinal, ip=f"127.2.0.{ordinal + 1}"), s) for s in states]
+    d = decide(statefulset_model.workload_record(raw, label_key=LABEL), [pod_record(p) for p in pods], previous=None)
+    assert d.data is not None
+    expected = oracle.expect_statefulset(raw, pods)
+    assert oracle.mismatch(expected, configmap(d.data)) is None, (expected, json.loads(d.data[CLUSTER_FILE]))
