@@ -9,6 +9,7 @@
 #   build/bench.sh --delivery [--modes file+touch,file,api] [--repeats 10] [--json OUT]
 #   build/bench.sh --launcher [--repeats 5] [--concurrency 1,8] [--wait 60] [--json OUT]
 #   build/bench.sh --superpod [--rows a3-24x16,a3-1024x16,a5-1024x8] [--json OUT]
+#   build/bench.sh --kinds job,sts,lws [--jobs 50] [--pods 8] [--json OUT]
 #
 # --vs-dns runs tests/bench/vsdns.py instead: ring-controller against the
 # DNS-probing baseline (build/examples/baseline), the same TrainJobs on the
@@ -23,6 +24,9 @@
 # --superpod runs tests/bench/superpod.py: rank tables at super-pod scale
 # (384 to 16,384 NPUs), one job per row, on kwok nodes ($RING_DEVCLUSTER_STATE
 # or .state/bench).
+# --kinds runs tests/bench/kinds.py: the spec latency of Indexed Jobs,
+# StatefulSets and LeaderWorkerSets, their pods made by the real Job and
+# StatefulSet controllers (LWS pods by the bench), on kwok nodes.
 #
 # Uses the virtualenv .venv (created, and the project with its test extra and
 # the dev-cluster tool build/devcluster installed into it, when missing),
@@ -62,6 +66,9 @@ for arg in "$@"; do
     fi
     if [[ "$arg" == "--superpod" ]]; then
         exec .venv/bin/python -m tests.bench.superpod "$@"
+    fi
+    if [[ "$arg" == --kinds* ]]; then
+        exec .venv/bin/python -m tests.bench.kinds "$@"
     fi
 done
 exec .venv/bin/python -m tests.bench.bench "$@"

@@ -7,8 +7,8 @@ on the API server's watch streams, as a training pod would feel it:
   the monotonic time each member's current pod is first seen Running with an
   IP and not being deleted (the contract's "member counts", minus devices,
   which the bench sets at creation). Members are slots ``<job>/<index>`` read
-  from Volcano's labels, so a replacement pod with another name takes its
-  predecessor's place;
+  from Volcano's (or the Job controller's) labels, so a replacement pod with
+  another name takes its predecessor's place; other pods are slots by name;
 - the same pod watch notes when each pod first shows each value of the
   controller's epoch annotation (``--touch-pods``): :meth:`Observer.touches`
   gives a completion's touch times;
@@ -41,7 +41,15 @@ from typing import Any
 from kubernetes_asyncio.client import ApiClient
 
 from agent.api import ApiError
-from model.keys import EPOCH_ANNOTATION, MANAGED_LABEL, MANAGED_VALUE, VOLCANO_JOB_NAME, VOLCANO_TASK_INDEX
+from model.keys import (
+    EPOCH_ANNOTATION,
+    JOB_COMPLETION_INDEX,
+    JOB_NAME_LABEL,
+    MANAGED_LABEL,
+    MANAGED_VALUE,
+    VOLCANO_JOB_NAME,
+    VOLCANO_TASK_INDEX,
+)
 from ranktable.clusterspec import CLUSTER_FILE, STATUS_COMPLETED
 from ranktable.stored import files_from_configmap
 from ringcontroller import kube
@@ -62,9 +70,14 @@ class PodSeen:
 
 
 def _slot(meta: Json) -> str:
+    """A pod's member slot: ``<job>/<index>`` from Volcano's or the Job controller's labels (their
+    replacements have new names), else the pod's name (StatefulSet and LeaderWorkerSet pods keep theirs)."""
     labels = meta.get("labels") or {}
-    job, index = labels.get(VOLCANO_JOB_NAME), labels.get(VOLCANO_TASK_INDEX)
-    return slot_key(str(job), str(index)) if job is not None and index is not None else str(meta.get("name", ""))
+    for job_label, index_label in ((VOLCANO_JOB_NAME, VOLCANO_TASK_INDEX), (JOB_NAME_LABEL, JOB_COMPLETION_INDEX)):
+        job, index = labels.get(job_label), labels.get(index_label)
+        if job is not None and index is not None:
+            return slot_key(str(job), str(index))
+    return str(meta.get("name", ""))
 
 
 @dataclass(frozen=True)
