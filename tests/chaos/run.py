@@ -70,6 +70,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from model.keys import DEFAULT_LABEL_KEY
 from ringdevcluster import Cluster, down, ensure_up
 from tests.chaos.audit import audit_check
 from tests.support import oracle
@@ -137,7 +138,25 @@ class World:
             "batch.volcano.sh", "v1alpha1", self.namespace, "jobs", _request_timeout=10
         )["items"]
         deployments = self._raw(self.k8s.apps.list_namespaced_deployment, self.namespace)
-        return {"jobs": jobs, "deployments": deployments, "pods": self.pods()}
+        # Indexed Jobs and StatefulSets the run may hold (labelled ones, not a JobSet's: the controller serves no other).
+        indexed = [
+            j
+            for j in self._raw(self.k8s.batch.list_namespaced_job, self.namespace)
+            if DEFAULT_LABEL_KEY in (j["metadata"].get("labels") or {})
+            and not any(r.get("kind") == "JobSet" for r in j["metadata"].get("ownerReferences") or [])
+        ]
+        sets = [
+            s
+            for s in self._raw(self.k8s.apps.list_namespaced_stateful_set, self.namespace)
+            if DEFAULT_LABEL_KEY in (s["metadata"].get("labels") or {})
+        ]
+        return {
+            "jobs": jobs,
+            "deployments": deployments,
+            "indexedjobs": indexed,
+            "statefulsets": sets,
+            "pods": self.pods(),
+        }
 
     def verdict(self) -> tuple[int, dict[str, str]]:
         """(specs checked, {configmap: why it is wrong})."""

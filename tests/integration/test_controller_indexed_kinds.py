@@ -78,6 +78,8 @@ def test_indexed_job_ranks_by_completion_index_and_a_replaced_index_is_a_new_epo
     assert (row["KIND"], row["NAME"], row["STATUS"], row["READY"]) == ("job", "tf", "completed", "3/3")
     text = _ok(ring("describe", "-n", namespace, "job/tf", kubeconfig=kubeconfig))
     assert "Job (batch/v1), job/tf" in text
+    # The informer's metrics name the kind's resource.
+    assert (controller.metric("ringcontroller_watch_events_total", resource="jobs.batch") or 0) >= 1
     assert [r["POD"] for r in table(section(text, "Members (rank order):"))] == [m["pod"] for m in second["members"]]
 
 
@@ -163,6 +165,7 @@ def test_statefulset_ranks_by_ordinal_and_scaling_is_a_new_epoch(
     assert down["epoch"] > up["epoch"] and down["members"] == first["members"][:2]
     text = _ok(ring("describe", "-n", namespace, "sts/web", kubeconfig=kubeconfig))
     assert "StatefulSet (apps/v1), sts/web" in text
+    assert (controller.metric("ringcontroller_watch_events_total", resource="statefulsets.apps") or 0) >= 1
 
 
 def test_two_pods_claiming_one_index_wait_with_an_event_and_nothing_wrong_is_written(
