@@ -160,8 +160,8 @@ class World:
 
     def verdict(self) -> tuple[int, dict[str, str]]:
         """(specs checked, {configmap: why it is wrong})."""
-        expected = oracle.expect_all(self.snapshot())
         cms = self.configmaps()
+        expected = oracle.expect_all(self.snapshot(), configmaps=cms)
         wrong = {}
         for e in expected:
             why = oracle.mismatch(e, cms.get(e.configmap))

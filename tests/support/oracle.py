@@ -5,9 +5,10 @@ models: it reads the raw Volcano Jobs, Deployments, Indexed Jobs,
 StatefulSets, pods and ConfigMaps as the API server returns them and
 computes, per job, the members the spec must list (rank order from the
 workload's task order, then index; Deployments by pod creation, then name;
-a slot that two live pods claim holds neither), their uids, IPs and ports, and the status. Label,
-annotation and default values are imported from :mod:`model.keys` (one
-place for each fact); the rules are restated here. It does not predict the
+a slot that two live pods claim holds neither; a finished member keeps its
+place in the unchanged completed spec), their uids, IPs and ports, and the
+status. Label, annotation and default values are imported from
+:mod:`model.keys` (one place for each fact); the rules are restated here. It does not predict the
 epoch, which depends on history: callers check epochs over time (never
 down, up on every member change).
 
@@ -19,6 +20,7 @@ StatefulSets as their controllers make them; no devices.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,22 +104,55 @@ def _live(pod: Json) -> bool:
     return not _meta(pod).get("deletionTimestamp") and phase not in ("Failed", "Succeeded")
 
 
-def _fill(tasks: list[tuple[str, int]], claims: dict[tuple[str, int], list[Json]]) -> tuple[tuple[Member, ...], bool]:
-    """Members of slots ``tasks`` (name, replicas) in rank order, from the live pods claiming each slot.
+def _placed(pod: Json) -> bool:
+    """May hold a slot: live (:func:`_live`), or finished (``Succeeded``) and not being deleted."""
+    phase = (pod.get("status") or {}).get("phase")
+    return not _meta(pod).get("deletionTimestamp") and phase != "Failed"
+
+
+def _fill(
+    tasks: list[tuple[str, int]],
+    claims: dict[tuple[str, int], list[Json]],
+    written: dict[tuple[str, int], Member] | None = None,
+) -> tuple[tuple[Member, ...], bool]:
+    """Members of slots ``tasks`` (name, replicas) in rank order, from the pods claiming each slot.
 
     A slot is filled when exactly one live pod claims it and that pod counts;
-    two live claimants fill it with neither. Returns (members, complete).
+    two live claimants fill it with neither. A slot no live pod claims is
+    filled by a finished (``Succeeded``) pod that is its member in the
+    completed spec ``written`` (same uid), as written there; but only while
+    the spec stays exactly as written: any other change and the finished
+    members stop counting (the job waits). Returns (members, complete).
     """
+    written = written or {}
     members: list[Member] = []
+    finished = False
     rank = 0
     for task, replicas in tasks:
         for index in range(replicas):
             candidates = claims.get((task, index), [])
-            if len(candidates) == 1 and _counts(candidates[0]):
-                members.append(_member(rank, task, index, candidates[0]))
+            live = [p for p in candidates if _live(p)]
+            before = written.get((task, index))
+            if len(live) == 1 and _counts(live[0]):
+                members.append(_member(rank, task, index, live[0]))
+            elif not live and before is not None and any(_meta(p).get("uid") == before[4] for p in candidates):
+                members.append(before)
+                finished = True
             rank += 1
     complete = rank > 0 and len(members) == rank
+    if complete and finished and tuple(members) != tuple(written[(m[1], m[2])] for m in members):
+        complete = False
     return (tuple(members) if complete else ()), complete
+
+
+def _written(
+    configmaps: Mapping[str, Json] | None, configmap: str, uid: str, version: int
+) -> dict[tuple[str, int], Member]:
+    """The members by slot of the completed spec in ``configmap`` when it is this job's (uid, version)."""
+    got = actual((configmaps or {}).get(configmap))
+    if got is None or (got[0], got[1], got[2]) != ("completed", uid, version):
+        return {}
+    return {(m[1], m[2]): m for m in got[3]}
 
 
 def _owned_by(pod: Json, uid: str) -> bool:
@@ -129,9 +164,10 @@ def _int(value: object) -> int:
     return int(text) if text.isdigit() else -1
 
 
-def expect_volcano(job: Json, pods: list[Json]) -> Expected:
+def expect_volcano(job: Json, pods: list[Json], *, configmaps: Mapping[str, Json] | None = None) -> Expected:
     """Slots: tasks in spec order, indices 0..replicas-1; a slot is filled by the one
-    live pod of this job (owner uid) and its current version claiming it, when it counts."""
+    live pod of this job (owner uid) and its current version claiming it, when it counts,
+    or by its finished member of the completed spec in ``configmaps`` (see :func:`_fill`)."""
     meta = _meta(job)
     name, uid = str(meta["name"]), str(meta.get("uid", ""))
     version = int(((job.get("status") or {}).get("version")) or 0)
@@ -144,11 +180,11 @@ def expect_volcano(job: Json, pods: list[Json]) -> Expected:
             continue
         if str(annotations.get(VOLCANO_JOB_VERSION, version)) != str(version):
             continue
-        if _live(pod):
+        if _placed(pod):
             key = (str(labels.get(VOLCANO_TASK_SPEC)), _int(labels.get(VOLCANO_TASK_INDEX, -1)))
             claims.setdefault(key, []).append(pod)
-    members, complete = _fill(tasks, claims)
     templates = [t.get("template") or {} for t in (job.get("spec") or {}).get("tasks") or []]
+    members, complete = _fill(tasks, claims, _written(configmaps, _configmap_name(name, templates), uid, version))
     return Expected(
         namespace=str(meta["namespace"]),
         configmap=_configmap_name(name, templates),
@@ -161,7 +197,7 @@ def expect_volcano(job: Json, pods: list[Json]) -> Expected:
     )
 
 
-def expect_indexed_job(job: Json, pods: list[Json]) -> Expected:
+def expect_indexed_job(job: Json, pods: list[Json], *, configmaps: Mapping[str, Json] | None = None) -> Expected:
     """A batch/v1 Indexed Job: ``completions`` slots, filled by completion index
     (``parallelism`` at least ``completions``, else it never completes)."""
     meta = _meta(job)
@@ -173,11 +209,12 @@ def expect_indexed_job(job: Json, pods: list[Json]) -> Expected:
     for pod in pods:
         pm = _meta(pod)
         labels, annotations = pm.get("labels") or {}, pm.get("annotations") or {}
-        if labels.get(JOB_NAME_LABEL) != name or not _owned_by(pod, uid) or not _live(pod):
+        if labels.get(JOB_NAME_LABEL) != name or not _owned_by(pod, uid) or not _placed(pod):
             continue
         index = labels.get(JOB_COMPLETION_INDEX, annotations.get(JOB_COMPLETION_INDEX, -1))
         claims.setdefault(("worker", _int(index)), []).append(pod)
-    members, complete = _fill([("worker", completions if runnable else 0)], claims)
+    written = _written(configmaps, _configmap_name(name, [spec.get("template") or {}]), uid, 0)
+    members, complete = _fill([("worker", completions if runnable else 0)], claims, written)
     return Expected(
         namespace=str(meta["namespace"]),
         configmap=_configmap_name(name, [spec.get("template") or {}]),
@@ -190,7 +227,7 @@ def expect_indexed_job(job: Json, pods: list[Json]) -> Expected:
     )
 
 
-def expect_statefulset(sts: Json, pods: list[Json]) -> Expected:
+def expect_statefulset(sts: Json, pods: list[Json], *, configmaps: Mapping[str, Json] | None = None) -> Expected:
     """``spec.replicas`` slots filled by ordinal (the pod-index label, from ``spec.ordinals.start``)."""
     meta = _meta(sts)
     spec = sts.get("spec") or {}
@@ -199,10 +236,11 @@ def expect_statefulset(sts: Json, pods: list[Json]) -> Expected:
     claims: dict[tuple[str, int], list[Json]] = {}
     for pod in pods:
         labels = _meta(pod).get("labels") or {}
-        if not _owned_by(pod, uid) or not _live(pod) or STATEFULSET_POD_INDEX not in labels:
+        if not _owned_by(pod, uid) or not _placed(pod) or STATEFULSET_POD_INDEX not in labels:
             continue
         claims.setdefault(("worker", _int(labels[STATEFULSET_POD_INDEX]) - start), []).append(pod)
-    members, complete = _fill([("worker", int(spec.get("replicas", 1)))], claims)
+    written = _written(configmaps, _configmap_name(name, [spec.get("template") or {}]), uid, 0)
+    members, complete = _fill([("worker", int(spec.get("replicas", 1)))], claims, written)
     return Expected(
         namespace=str(meta["namespace"]),
         configmap=_configmap_name(name, [spec.get("template") or {}]),
@@ -275,20 +313,19 @@ def mismatch(expected: Expected, cm: Json | None) -> str | None:
     return None
 
 
-def expect_all(objects: dict[str, list[Json]]) -> list[Expected]:
+def expect_all(objects: dict[str, list[Json]], *, configmaps: Mapping[str, Json] | None = None) -> list[Expected]:
     """Every job's expected spec from listed ``jobs`` (Volcano), ``deployments``,
-    ``indexedjobs`` (batch/v1), ``statefulsets`` and ``pods`` (raw JSON)."""
+    ``indexedjobs`` (batch/v1), ``statefulsets`` and ``pods`` (raw JSON);
+    ``configmaps`` by name, where finished members keep their places."""
     pods_by_ns: dict[str, list[Json]] = {}
     for pod in objects.get("pods", []):
         pods_by_ns.setdefault(str(_meta(pod).get("namespace")), []).append(pod)
-    out = [expect_volcano(j, pods_by_ns.get(str(_meta(j)["namespace"]), [])) for j in objects.get("jobs", [])]
-    out += [
-        expect_deployment(d, pods_by_ns.get(str(_meta(d)["namespace"]), [])) for d in objects.get("deployments", [])
-    ]
-    out += [
-        expect_indexed_job(j, pods_by_ns.get(str(_meta(j)["namespace"]), [])) for j in objects.get("indexedjobs", [])
-    ]
-    out += [
-        expect_statefulset(s, pods_by_ns.get(str(_meta(s)["namespace"]), [])) for s in objects.get("statefulsets", [])
-    ]
+
+    def pods_of(obj: Json) -> list[Json]:
+        return pods_by_ns.get(str(_meta(obj)["namespace"]), [])
+
+    out = [expect_volcano(j, pods_of(j), configmaps=configmaps) for j in objects.get("jobs", [])]
+    out += [expect_deployment(d, pods_of(d)) for d in objects.get("deployments", [])]
+    out += [expect_indexed_job(j, pods_of(j), configmaps=configmaps) for j in objects.get("indexedjobs", [])]
+    out += [expect_statefulset(s, pods_of(s), configmaps=configmaps) for s in objects.get("statefulsets", [])]
     return out

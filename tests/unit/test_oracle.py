@@ -156,3 +156,35 @@ def test_oracle_agrees_with_decide_on_statefulsets(replicas: int, start: int, da
     assert d.data is not None
     expected = oracle.expect_statefulset(raw, pods)
     assert oracle.mismatch(expected, configmap(d.data)) is None, (expected, json.loads(d.data[CLUSTER_FILE]))
+
+
+FINISH = st.sampled_from(["running", "succeeded", "replaced", "failed"]) | st.just("succeeded")
+
+
+@settings(max_examples=40)
+@given(completions=st.integers(1, 4), data=st.data())
+def test_oracle_agrees_with_decide_on_finished_members(completions: int, data: Any) -> None:
+    """After a completed spec, members finish, fail or are replaced: finished ones keep their
+    places only while nothing else in the spec changes (both readings, from the written spec)."""
+    raw = indexed_job("j", completions)
+    raw["metadata"].update(namespace="ns", uid="job-uid")
+    first = [_stated(job_pod(raw, index=i, ip=f"127.1.0.{i + 1}"), "running") for i in range(completions)]
+    for p in first:
+        p["metadata"]["namespace"] = "ns"
+    record = indexedjob.workload_record(raw, label_key=LABEL)
+    written = decide(record, [pod_record(p) for p in first], previous=None)
+    assert written.data is not None and written.spec.status == "completed"
+    pods = []
+    for i, pod in enumerate(first):
+        fate = data.draw(FINISH)
+        if fate in ("succeeded", "failed"):
+            pod["status"]["phase"] = fate.capitalize()
+        if fate == "replaced":  # the old pod is gone, a new one runs under the index
+            pod = _stated(job_pod(raw, index=i, suffix="new", uid=f"new-{i}", ip=f"127.1.9.{i + 1}"), "running")
+            pod["metadata"]["namespace"] = "ns"
+        pods.append(pod)
+    d = decide(record, [pod_record(p) for p in pods], previous=written.spec)
+    assert d.data is not None
+    cms = {"rings-config-j": configmap(written.data)}
+    expected = oracle.expect_indexed_job(raw, pods, configmaps=cms)
+    assert oracle.mismatch(expected, configmap(d.data)) is None, (expected, json.loads(d.data[CLUSTER_FILE]))
