@@ -206,7 +206,8 @@ def _slots(workload: WorkloadRecord, pods: Iterable[PodRecord]) -> _Placement:
         return _Placement([(name, i, live[i] if i < len(live) else None) for i in range(workload.expected)], {}, ())
     tasks = {t.name: t for t in workload.tasks}
     best: dict[tuple[str, int], PodRecord] = {}
-    claims: dict[tuple[str, int], list[PodRecord]] = {}
+    live_in: dict[tuple[str, int], PodRecord] = {}  # the first live pod seen in each slot
+    contested: dict[tuple[str, int], list[PodRecord]] = {}  # every live pod of a slot with two or more
     unindexed: list[PodRecord] = []
     for pod in pods:
         task = tasks.get(pod.task)
@@ -218,7 +219,9 @@ def _slots(workload: WorkloadRecord, pods: Iterable[PodRecord]) -> _Placement:
             continue
         key = (pod.task, pod.job_index * task.per_job + pod.index - task.first_index)
         if _live(pod):
-            claims.setdefault(key, []).append(pod)
+            first = live_in.setdefault(key, pod)
+            if first is not pod:
+                contested.setdefault(key, [first]).append(pod)
         other = best.get(key)
         if other is None or _preference(pod) > _preference(other):
             best[key] = pod
@@ -227,9 +230,8 @@ def _slots(workload: WorkloadRecord, pods: Iterable[PodRecord]) -> _Placement:
     for task in workload.tasks:
         for index in range(task.replicas):
             key = (task.name, index)
-            claimed = claims.get(key)
-            if claimed is not None and len(claimed) > 1:
-                rivals[len(slots)] = tuple(sorted(claimed, key=lambda p: p.name))
+            if key in contested:
+                rivals[len(slots)] = tuple(sorted(contested[key], key=lambda p: p.name))
             slots.append((task.name, index, best.get(key)))
     return _Placement(slots, rivals, tuple(sorted(unindexed, key=lambda p: p.name)))
 
