@@ -169,6 +169,7 @@ def test_trainer_examples_exist_and_match_the_manifests(conf: dict[str, str]) ->
         "examples/trainer/tensorflow-runtime.yaml",
         "examples/job/tf-indexed-job.yaml",
         "examples/statefulset/tf-statefulset.yaml",
+        "examples/lws/tf-lws.yaml",
     ):
         assert script in (BUILD / manifest).read_text(), manifest
 

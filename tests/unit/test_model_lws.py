@@ -98,3 +98,24 @@ def test_a_scale_down_queues_the_dropped_group_so_its_worker_is_forgotten() -> N
     agent.on_workload(None, three)
     agent.on_workload(three, two)
     assert caches.enqueued == [f"lws/default/llm-{g}" for g in (0, 1, 2)] * 2
+
+
+def test_the_shipped_example_is_valid_and_each_group_reads_its_own_configmap() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from ringcontroller.kubectl_ring.jobs import launch_setup
+
+    raw = yaml.safe_load((Path(__file__).resolve().parents[2] / "build/examples/lws/tf-lws.yaml").read_text())
+    raw["metadata"]["namespace"] = "ml"
+    rec = lws.workload_record(raw, label_key=LABEL)
+    assert rec.error is None and rec.job_keys == ("lws/ml/tf-lws-0", "lws/ml/tf-lws-1") and rec.expected == 4
+    group = served(rec, "lws/ml/tf-lws-1")
+    assert group is not None and group.configmap == "rings-config-tf-lws-1"
+    # The launcher's ConfigMap, as the kubelet expands $(LWS_GROUP) from the pod's group label.
+    pod = lws_pod(raw, group=1, worker=2)
+    setup = launch_setup(pod)
+    assert setup.from_api and setup.configmap == "rings-config-tf-lws-$(LWS_GROUP)"
+    labels = pod["metadata"]["labels"]
+    assert setup.configmap.replace("$(LWS_GROUP)", labels["leaderworkerset.sigs.k8s.io/group-index"]) == group.configmap
