@@ -24,7 +24,7 @@ from ringdevcluster import node
 from tests.support import pythonroots
 
 #: Directories the launcher tests mount into a root (tests.support.pythonroots): not part of the image.
-_TEST_MOUNTS = ("./ring", "./etc/ring-config", "./run/secrets")
+_TEST_MOUNTS = ("./ring", "./etc/ring-config", "./run/secrets", "./root/.pyenv")
 
 
 def _file_digest(path: Path) -> str:
