@@ -69,6 +69,11 @@ def pyz(python: Python, *args: str, binds: dict[str, Path], env: dict[str, str])
     )
 
 
+def test_the_matrix_has_every_minor_version_from_3_9_to_3_15() -> None:
+    assert [python.version for python in pythonroots.PYTHONS] == [f"3.{minor}" for minor in range(9, 16)]
+    assert [python.version for python in pythonroots.OLD] == ["3.6", "3.7", "3.8"]
+
+
 @pytest.mark.parametrize("python", PYTHONS)
 def test_file_mode(python: Python, dist: Path, tmp_path: Path) -> None:
     version = pythonroots.run_python(
