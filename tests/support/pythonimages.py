@@ -1,9 +1,10 @@
-"""Plain Python images for the real node: Debian bullseye, bookworm, trixie with python3 and nothing else.
+"""Plain Python images for the real node: the Debian roots of :mod:`tests.support.pythonroots`, nothing else.
 
-The one-file launcher must run in images that know nothing of this project.
-Each image is the cached root of :mod:`tests.support.pythonroots` packed as a
-one-layer docker-archive (user 65532:65532, ``CMD python3``) and imported
-into the node's containerd as ``ring-devcluster.local/python:<suite>-<key>``,
+The one-file launcher must run in images that know nothing of this project:
+bullseye, bookworm and trixie with ``python3``, forky with ``python3.14`` and
+``python3.15``. Each image is the cached root packed as a one-layer
+docker-archive (user 65532:65532, ``CMD`` its Python) and imported into the
+node's containerd as ``ring-devcluster.local/python:<root>-<key>``,
 the key being a digest of the root's package list (a changed root is a new
 image). Made once per root: about 120 MB per image; :func:`image` says how
 long a cold one took.
@@ -35,21 +36,23 @@ def _file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def image(suite: str, workdir: Path) -> str:
-    """The image name of ``suite`` in the node's containerd (packed and imported now if missing)."""
-    root = pythonroots.ensure_root(suite)
+def image(root_name: str, workdir: Path) -> str:
+    """The image name of root ``root_name`` in the node's containerd (packed and imported now if missing)."""
+    spec = pythonroots.ROOTS[root_name]
+    root = pythonroots.ensure_root(root_name)
     key = _file_digest(root / "var" / "lib" / "dpkg" / "status")[:12]
-    name = f"ring-devcluster.local/python:{suite}-{key}"
+    name = f"ring-devcluster.local/python:{root_name}-{key}"
     if f"{name}" in node.image_names() or f"docker.io/{name}" in node.image_names():
         return name
     started = time.monotonic()
-    pack(root, name=name, workdir=workdir, created_by=f"mmdebstrap --variant=minbase --include=python3 {suite}")
+    made_by = f"mmdebstrap --variant=minbase --include={','.join(spec.packages)} {spec.suite}"
+    pack(root, name=name, workdir=workdir, created_by=made_by, cmd=spec.packages[-1])
     print(f"python image {name}: packed and imported in {time.monotonic() - started:.1f}s", file=sys.stderr)
     return name
 
 
-def pack(root: Path, *, name: str, workdir: Path, created_by: str, env_path: str = "") -> None:
-    """Pack the directory ``root`` as the one-layer image ``name`` (user 65532:65532) and import it into the node."""
+def pack(root: Path, *, name: str, workdir: Path, created_by: str, env_path: str = "", cmd: str = "python3") -> None:
+    """Pack the directory ``root`` as the one-layer image ``name`` (user 65532:65532, ``CMD cmd``); import it."""
     workdir.mkdir(parents=True, exist_ok=True)
     slug = name.rsplit("/", 1)[-1].replace(":", "-")
     layer = workdir / f"{slug}-layer.tar"
@@ -65,7 +68,7 @@ def pack(root: Path, *, name: str, workdir: Path, created_by: str, env_path: str
         "os": "linux",
         "config": {
             "Env": [f"PATH={env_path + ':' if env_path else ''}{path}"],
-            "Cmd": ["python3"],
+            "Cmd": [cmd],
             "User": "65532:65532",
             "WorkingDir": "/",
         },

@@ -54,9 +54,6 @@ ROOTS = {
     "forky": Root("forky", ("python3.14", "python3.15")),
 }
 
-#: The suites whose own ``python3`` the plain images of :mod:`tests.support.pythonimages` run.
-SUITES = {"bullseye": "3.9", "bookworm": "3.11", "trixie": "3.13"}
-
 
 @dataclass(frozen=True)
 class Python:
