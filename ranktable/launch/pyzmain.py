@@ -21,7 +21,6 @@ launcher is loaded, which is most of its start) and runs
 import sys
 
 from ranktable.launch import exitcodes
-from ranktable.launch.pyzfile import damaged
 
 MIN_PYTHON = (3, 9)
 EXIT_DAMAGED = exitcodes.DAMAGED
@@ -51,6 +50,19 @@ def run():  # type: () -> None
     try:
         from ranktable.launch.launcher import main
     except Exception as err:  # noqa: BLE001 - any failure to load our own modules means a damaged file
-        sys.stderr.write("ring-launch: error: %s\n" % damaged(err))
+        sys.stderr.write("ring-launch: error: %s\n" % _damaged(err))
         sys.exit(EXIT_DAMAGED)
     sys.exit(main(early=early))
+
+
+def _damaged(err):  # type: (BaseException) -> str
+    """The damage message, from :mod:`ranktable.launch.pyzfile` when that member itself loads.
+
+    Imported only here, after the version check: it imports ``collections.abc``,
+    which a Python 2 lacks, and the old-Python line must come first.
+    """
+    try:
+        from ranktable.launch.pyzfile import damaged
+    except Exception:  # noqa: BLE001 - that member is damaged too
+        return "the ring-launch file is damaged or incomplete (%s: %s); copy it again" % (type(err).__name__, err)
+    return damaged(err)

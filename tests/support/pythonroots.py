@@ -89,7 +89,8 @@ PYTHONS = (
 )
 
 #: Interpreters older than 3.9: the entry turns them away (exit 69). Python 2 is no ``python3``:
-#: it stops at ``-I`` (``Unknown option``) before any of the launcher's code runs.
+#: it stops at ``-I`` (``Unknown option``) before any of the launcher's code runs; without ``-I``
+#: it gets the same line and exit 69 (the entry imports nothing Python 2 lacks before its check).
 OLD = (
     Python("3.6", "bookworm", pyenv="3.6"),
     Python("3.7", "bookworm", pyenv="3.7"),
