@@ -73,7 +73,8 @@ from dataclasses import dataclass, field
 from typing import Final, Literal, get_args
 
 from model.ascend import VERSION_1_2, VERSION_2_0, logical_super_pod, rank_order
-from model.keys import CONFIGMAP_DATA_LIMIT, MANAGED_LABEL, MANAGED_VALUE, SCALE_OUT_TYPE_LABEL
+from model.keys import CONFIGMAP_DATA_LIMIT, IP_FAMILY_ANNOTATION, MANAGED_LABEL, MANAGED_VALUE, SCALE_OUT_TYPE_LABEL
+from model.network import AddressRule, Reached, distinct_ports, family_of, reach
 from model.records import ConfigMapRecord, PodRecord, PodUID, WorkloadRecord
 from model.topology import (
     RULE_SPEC,
@@ -303,6 +304,9 @@ SlotState = Literal[
     "awaiting_devices",
     "invalid_devices",
     "duplicate",
+    "wrong_family",
+    "no_network",
+    "invalid_network",
     "counting",
     "finished",
 ]
@@ -546,6 +550,8 @@ def explain(
             state, detail = _unready(pod)
         else:
             state, problem, _ = _check(pod, devices=task_devices.get(task, False), version=version)
+            if state == COUNTING:
+                state, problem, _ = _reach(pod, workload.address)
             detail = problem.message if problem is not None else _detail(state)
         parsed = _parse_devices(pod.devices) if pod.devices is not None else None
         devices = parsed if isinstance(parsed, DeviceAnnotation) else None
@@ -622,7 +628,7 @@ def decide(
     wants_devices = workload.wants_devices
     task_devices = {t.name: t.wants_devices for t in workload.tasks}  # a CPU task may sit beside NPU ones
     version = table_version(workload, hccl_version)
-    invalid = workload.error
+    invalid = workload.error or workload.address_error
     scale_out = ""
     if version == VERSION_2_0 and wants_devices:
         try:
@@ -635,6 +641,7 @@ def decide(
     written = _written(workload, previous)
     counting: list[Counting] = []
     finished: set[PodUID] = set()
+    reached: dict[str, Reached | None] = {}
     placement = _slots(workload, pods)
     problems += _placement_problems(workload, placement)
     for rank, (task, index, pod) in enumerate(placement.slots):
@@ -646,6 +653,11 @@ def decide(
         if not (done or _up(pod, registered)):
             continue
         state, problem, annotation = _check(pod, devices=task_devices.get(task, False), version=version)
+        if state == COUNTING and not done:
+            state, problem, reached[pod.name] = _reach(pod, workload.address)
+        elif done:  # its address as written: its pod's IP may be gone
+            member = written[(task, index)]
+            reached[pod.name] = Reached(member.ip, member.interface)
         if problem is not None:
             problems.append(problem)
         if state == COUNTING:
@@ -666,10 +678,23 @@ def decide(
             super_pods, unfit_pods = _super_pods(workload, counting, problems)
             complete = not unfit_pods
     listed = (
-        tuple(_member(*c, super_pod=super_pods.get(c[3].name, ""), topology=paths.get(c[3].uid, ())) for c in counting)
+        tuple(
+            _member(
+                *c,
+                super_pod=super_pods.get(c[3].name, ""),
+                topology=paths.get(c[3].uid, ()),
+                reached=reached.get(c[3].name),
+            )
+            for c in counting
+        )
         if complete
         else ()
     )
+    if listed:
+        listed, collision = _addressed(workload.address, listed, counting, problems)
+        if collision is not None or not listed:
+            complete = False
+            invalid = invalid or collision
     if finished and previous is not None:
         listed = _as_written(listed, frozenset(finished), previous) if complete else ()
         if listed != previous.members:
@@ -705,6 +730,45 @@ def decide(
         stored=stored,
         finished=frozenset(finished),
     )
+
+
+def _reach(pod: PodRecord, rule: AddressRule) -> tuple[SlotState, Problem | None, Reached | None]:
+    """Where a counting pod is reached under the job's address rule (:func:`model.network.reach`),
+    or the state and Problem that keep it from counting. One rule for :func:`decide` and :func:`explain`."""
+    found = reach(pod=pod.name, ips=pod.ips, network_status=pod.network_status, rule=rule)
+    if isinstance(found, Reached):
+        return COUNTING, None, found
+    return found.state, Problem(found.reason, found.message), None
+
+
+def _addressed(
+    rule: AddressRule, listed: tuple[Member, ...], counting: list[Counting], problems: list[Problem]
+) -> tuple[tuple[Member, ...], str | None]:
+    """``listed`` with hostNetwork members' ports made distinct (:func:`model.network.distinct_ports`),
+    and why the job is invalid (two members on one ``ip:port``); empty when
+    the members' IPs mix families and the job chose none (it waits)."""
+    if rule.family is None:
+        families: dict[str, list[str]] = {}
+        for m in listed:
+            families.setdefault(family_of(m.ip), []).append(m.pod)
+        if len(families) > 1:
+            held = "; ".join(f"{family}: {', '.join(pods)}" for family, pods in sorted(families.items()))
+            problems.append(
+                Problem(
+                    "mixed_ip_families",
+                    f"the members' IPs are of both families ({held}); "
+                    f"set the workload annotation {IP_FAMILY_ANNOTATION} to IPv4 or IPv6",
+                )
+            )
+            return (), None
+    pods = {c[3].name: c[3] for c in counting}
+    movable = [(p is not None and p.host_network and not p.host_port) for p in (pods.get(m.pod) for m in listed)]
+    ports, collision = distinct_ports([(m.pod, m.ip, m.port, mv) for m, mv in zip(listed, movable, strict=True)])
+    if collision is not None:
+        problems.append(Problem("address_collision", collision))
+        return listed, collision
+    moved = tuple(m if port == m.port else replace_record(m, port=port) for m, port in zip(listed, ports, strict=True))
+    return moved, None
 
 
 def _rule(workload: WorkloadRecord, order: RankOrder | None, problems: list[Problem]) -> RankRule:
@@ -839,6 +903,7 @@ def _member(
     *,
     super_pod: str = "",
     topology: tuple[str, ...] = (),
+    reached: Reached | None = None,
 ) -> Member:
     return Member(
         rank=rank,
@@ -847,7 +912,7 @@ def _member(
         index=index,
         pod=pod.name,
         uid=pod.uid,
-        ip=pod.address,
+        ip=reached.ip if reached is not None else pod.address,
         port=pod.port,
         node=pod.node,
         host=(annotation.server_id or pod.host_ip) if annotation is not None else pod.host_ip,
@@ -857,4 +922,5 @@ def _member(
         super_pod=super_pod,
         hardware=(pod.hardware or "") if annotation is not None else "",
         topology=topology,
+        interface=reached.interface if reached is not None else "",
     )

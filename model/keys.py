@@ -63,6 +63,21 @@ SELF_REGISTER_ANNOTATION: Final = "ring-controller.io/self-register"
 #: :mod:`model.topology`). Absent: the controller's ``--rank-order``.
 RANK_ORDER_ANNOTATION: Final = "ring-controller.io/rank-order"
 
+# Addresses: IP family and secondary network (per job, opt-in) -----------------
+
+#: Workload annotation choosing the IP family of a dual-stack job's addresses:
+#: ``IPv4`` or ``IPv6`` (any case). Absent: each member's primary pod IP
+#: (``status.podIP``), and the job waits if those are of both families.
+IP_FAMILY_ANNOTATION: Final = "ring-controller.io/ip-family"
+#: Workload annotation naming the network whose addresses the spec lists:
+#: ``NAMESPACE/NAME`` (or ``NAME``, in the job's namespace) of a Multus
+#: NetworkAttachmentDefinition. Absent: the pod network.
+NETWORK_ANNOTATION: Final = "ring-controller.io/network"
+#: Pod annotation in which Multus (any CNI meta-plugin following the Network
+#: Plumbing Working Group's multi-network specification) lists the pod's
+#: interfaces: JSON ``[{"name", "interface", "ips", "mac", "default", ...}]``.
+NETWORK_STATUS_ANNOTATION: Final = "k8s.v1.cni.cncf.io/network-status"
+
 # Member ports ---------------------------------------------------------------
 
 #: Container port names, first found wins (ours, then TFJob's).

@@ -20,11 +20,13 @@ from model.keys import (
     DEVICE_ANNOTATIONS,
     EPOCH_ANNOTATION,
     HARDWARE_TYPE_ANNOTATION,
+    NETWORK_STATUS_ANNOTATION,
     RANK_INDEX_ANNOTATION,
     REGISTERED_ANNOTATION,
     SUPER_POD_RANK_ANNOTATION,
 )
 from model.kinds import identify_pod
+from model.network import host_port
 from model.records import JobKey, PodRecord, PodUID
 from model.template import member_port, member_slots, wants_devices
 from ranktable.registration import parse_registration
@@ -42,12 +44,15 @@ def pod_record(raw: Json, *, default_port: int = DEFAULT_PORT) -> PodRecord:
     port, port_error = member_port(spec, annotations, default=default_port)
     slots, slots_error = member_slots(spec, annotations)
     registered_ip, registration_error = "", None
+    registered_other_ips: tuple[str, ...] = ()
     try:
         registration = parse_registration(annotations.get(REGISTERED_ANNOTATION))
     except ValueError as e:
         registration_error = str(e)
     else:
-        registered_ip = registration.ip if registration is not None else ""
+        if registration is not None:
+            registered_ip, registered_other_ips = registration.ip, registration.other_ips
+    ip = str(status.get("podIP") or "")
     return PodRecord(
         namespace=intern(str(meta.get("namespace", ""))),
         name=str(meta.get("name", "")),
@@ -59,7 +64,7 @@ def pod_record(raw: Json, *, default_port: int = DEFAULT_PORT) -> PodRecord:
         version=identity.version if identity else None,
         job_index=identity.job_index if identity else 0,
         phase=intern(str(status.get("phase", ""))),
-        ip=str(status.get("podIP") or ""),
+        ip=ip,
         host_ip=intern(str(status.get("hostIP") or "")),
         node=intern(str(spec.get("nodeName") or "")),
         port=port,
@@ -77,6 +82,21 @@ def pod_record(raw: Json, *, default_port: int = DEFAULT_PORT) -> PodRecord:
         registered_ip=registered_ip,
         registration_error=registration_error,
         mounts=mounted_configmaps(spec),
+        other_ips=_other_ips(status, ip),
+        host_network=bool(spec.get("hostNetwork")),
+        host_port=host_port(spec),
+        network_status=annotations.get(NETWORK_STATUS_ANNOTATION),
+        registered_other_ips=registered_other_ips,
+    )
+
+
+def _other_ips(status: Json, ip: str) -> tuple[str, ...]:
+    """The ``status.podIPs`` entries besides ``ip`` (empty on single-stack, the common case, without allocating)."""
+    entries = status.get("podIPs")
+    if not isinstance(entries, list) or len(entries) < 2:
+        return ()
+    return tuple(
+        str(e["ip"]) for e in entries if isinstance(e, dict) and isinstance(e.get("ip"), str) and e["ip"] != ip
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any, NewType
 
 from model.ascend import AscendJob, ascend_job
 from model.keys import CONFIGMAP_PREFIX, RANK_ORDER_ANNOTATION, SELF_REGISTER_ANNOTATION
+from model.network import AddressRule, address_rule
 from ranktable.clusterspec import JobRef
 from ranktable.stored import unpack
 
@@ -151,6 +152,11 @@ class WorkloadRecord:
     groups: int = 0
     #: The group this record serves (None: a record of the object itself).
     group: int | None = None
+    #: Which address of each member the spec lists (its annotations
+    #: :data:`~model.keys.IP_FAMILY_ANNOTATION` and :data:`~model.keys.NETWORK_ANNOTATION`,
+    #: see :mod:`model.network`); ``address_error`` says why one is malformed (the job is then invalid).
+    address: AddressRule = AddressRule()
+    address_error: str | None = None
 
     @property
     def job_name(self) -> str:
@@ -259,6 +265,26 @@ class PodRecord:
     #: Why the registration annotation is malformed (None: absent or valid).
     registration_error: str | None = None
     mounts: tuple[str, ...] = ()
+    #: The pod's IPs of ``status.podIPs`` other than ``ip`` (the other family on dual-stack), else empty.
+    other_ips: tuple[str, ...] = ()
+    #: ``spec.hostNetwork``: the pod shares its node's IPs.
+    host_network: bool = False
+    #: The member's port is a container port of a hostNetwork pod, i.e. a
+    #: ``hostPort`` bound as written (:func:`model.network.host_port`): it cannot be moved.
+    host_port: bool = False
+    #: The raw :data:`~model.keys.NETWORK_STATUS_ANNOTATION` (None: absent), parsed where a job asks for a network.
+    network_status: str | None = None
+    #: The other IPs its launcher registered (``status.podIPs`` as the downward API gave them), beside ``registered_ip``.
+    registered_other_ips: tuple[str, ...] = ()
+
+    @property
+    def ips(self) -> tuple[str, ...]:
+        """Every IP of the pod, primary first: the status's, else the registered ones (empty: none known)."""
+        if self.ip:
+            return (self.ip, *self.other_ips)
+        if self.registered_ip:
+            return (self.registered_ip, *self.registered_other_ips)
+        return ()
 
     @property
     def key(self) -> ObjectKey:
@@ -340,6 +366,9 @@ def workload(raw: dict[str, Any], *, short: str, kind: str, api_version: str, **
     annotations = meta.get("annotations") or {}
     if RANK_ORDER_ANNOTATION in annotations:
         fields.setdefault("rank_order", str(annotations[RANK_ORDER_ANNOTATION]))
+    rule, rule_error = address_rule(annotations, namespace=namespace)
+    fields.setdefault("address", rule)
+    fields.setdefault("address_error", rule_error)
     return WorkloadRecord(
         key=job_key(short, namespace, name),
         kind=kind,

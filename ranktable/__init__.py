@@ -17,7 +17,8 @@ code runs in the daemon and, packed into one file (``dist/ring-launch.pyz``,
 * :mod:`ranktable.tfconfig`, :mod:`ranktable.torchenv`, :mod:`ranktable.jaxenv`,
   :mod:`ranktable.paddleenv`, :mod:`ranktable.mindsporeenv`,
   :mod:`ranktable.hostfile`: each framework's variables (and the MPI
-  hostfiles) for one member, pure; :mod:`ranktable.exports` puts them
+  hostfiles) for one member, pure (:mod:`ranktable.netenv`: the network
+  interface, family and port variables); :mod:`ranktable.exports` puts them
   together with the table users see; ``setup_tf_config()`` drop-in.
 * :mod:`ranktable.launch`: the launcher's wing, ``ring-launch`` itself (the
   daemon never imports it: an import-linter contract). :mod:`ranktable.frozen`

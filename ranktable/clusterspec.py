@@ -72,6 +72,11 @@ SINGLETON_ROLES: Final[tuple[Role, ...]] = ("chief", "evaluator")
 DEFAULT_SLOTS: Final = 1
 
 _CANONICAL_UINT = re.compile(r"0|[1-9][0-9]*")
+#: A Linux interface name (at most 15 bytes, IFNAMSIZ - 1) without the
+#: characters the interface variables give meaning to (``,`` ``=`` ``^``) or
+#: that Linux refuses (``/``, ``:`` for aliases, whitespace).
+_INTERFACE = re.compile(r"[!-~]{1,15}")
+_INTERFACE_BAD = frozenset("/:,=^")
 _SERVER_ID = re.compile(r"[\x21-\x7e]{1,253}")
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 #: Dotted-quad IPv4 exactly as ``ipaddress`` accepts it (no leading zeros): a
@@ -177,6 +182,13 @@ class Member:
     #: above it takes no part in comparisons (the epoch follows membership
     #: and addresses, not node labels).
     topology: tuple[str, ...] = record_field(default=(), compare=False)
+    #: The member's network interface when its ``ip`` is on a secondary
+    #: network the job chose (``ring-controller.io/network``: the Multus
+    #: attachment's interface in the pod, such as ``net1``), "" on the pod
+    #: network. ``ring-launch`` exports it to the libraries that pick their
+    #: interface by name (NCCL, gloo, TensorPipe, HCCL, MPI). Part of the
+    #: member's address: a change is a new epoch.
+    interface: str = ""
 
     @property
     def address(self) -> str:
@@ -257,7 +269,8 @@ def validate_spec(spec: ClusterSpec) -> None:
     The rules: a known status; a job with non-empty kind, name, namespace and
     a non-negative version; non-negative epoch and expected; members with
     strictly increasing ranks in ``0..expected-1``, unique pods and unique
-    ``(task, index)``; valid IPs, ports in 1..65535, canonical device ids,
+    ``(task, index)``; valid IPs of one family, ports in 1..65535, interface
+    names (when given), canonical device ids,
     unique devices per member; a topology path of one value per level for
     each member of a topology-ordered spec (none otherwise); and
     ``completed`` only with all ``expected`` members present.
@@ -290,6 +303,14 @@ def validate_spec(spec: ClusterSpec) -> None:
         if (member.task, member.index) in slots:
             raise SpecError(f"{where}: task {member.task!r} index {member.index} appears twice")
         slots.add((member.task, member.index))
+    if spec.members:
+        ipv6 = ":" in spec.members[0].ip
+        for position, member in enumerate(spec.members):
+            if (":" in member.ip) != ipv6:
+                raise SpecError(
+                    f"members[{position}].ip: {member.ip!r} is of another IP family than members[0]'s "
+                    f"{spec.members[0].ip!r}; the members of one spec share one family"
+                )
     if spec.rank_order not in ("", "topology"):
         raise SpecError(f"rankOrder: {spec.rank_order!r} is not topology (or absent)")
     for position, member in enumerate(spec.members):
@@ -312,6 +333,12 @@ def _check_member(member: Member, where: str) -> None:
         check_server_id(member.host, f"{where}.host")
     if member.host_ip:
         check_ip(member.host_ip, f"{where}.host_ip")
+    if member.interface and (
+        not isinstance(member.interface, str)
+        or not _INTERFACE.fullmatch(member.interface)
+        or _INTERFACE_BAD.intersection(member.interface)
+    ):
+        raise SpecError(f"{where}.interface: {member.interface!r} is not a network interface name")
     if member.super_pod and uint_string(member.super_pod) is None:
         raise SpecError(f"{where}.super_pod: {member.super_pod!r} is not a non-negative integer string")
     if not isinstance(member.hardware, str):
@@ -446,6 +473,7 @@ def spec_to_dict(spec: ClusterSpec) -> dict[str, Any]:
                 "devices": [{"id": d.device_id, "ip": d.device_ip} for d in m.devices],
                 **({"slots": m.slots} if m.slots != DEFAULT_SLOTS else {}),
                 **({"topology": list(m.topology)} if spec.rank_order else {}),
+                **({"interface": m.interface} if m.interface else {}),
             }
             for m in spec.members
         ],
@@ -547,6 +575,9 @@ def _member(raw: object, where: str) -> Member:
     if not isinstance(host, str):
         raise SpecError(f"{prefix}host: expected a string, got {_kind(host)}")
     topology = _strings(obj, "topology", prefix)
+    interface = obj.get("interface", "")
+    if not isinstance(interface, str):
+        raise SpecError(f"{prefix}interface: expected a string, got {_kind(interface)}")
     slots = obj.get("slots", DEFAULT_SLOTS)
     if isinstance(slots, bool) or not isinstance(slots, int):
         raise SpecError(f"{prefix}slots: expected an integer, got {_kind(slots)}")
@@ -564,6 +595,7 @@ def _member(raw: object, where: str) -> Member:
         devices=tuple(devices),
         slots=slots,
         topology=topology,
+        interface=interface,
     )
 
 

@@ -22,6 +22,7 @@ from ranktable.frozen import record
 from ranktable.hostfile import hostfile_env
 from ranktable.jaxenv import jax_env
 from ranktable.mindsporeenv import mindspore_env
+from ranktable.netenv import network_env
 from ranktable.paddleenv import paddle_env
 from ranktable.tfconfig import tf_config
 from ranktable.torchenv import torch_env, torchrun_env
@@ -60,7 +61,18 @@ FRAMEWORKS: Final = (
         "RING_HOSTFILE OMPI_MCA_orte_default_hostfile HYDRA_HOST_FILE",
         "the hostfile directory is writable",
     ),
-    Framework("ring-launch itself", "RING_EPOCH; RING_RESTART_COUNT (with --supervise)"),
+    Framework(
+        "Interfaces (NCCL, gloo, TensorPipe, HCCL, Open MPI, MPICH/Intel MPI Hydra)",
+        "NCCL_SOCKET_IFNAME GLOO_SOCKET_IFNAME TP_SOCKET_IFNAME HCCL_SOCKET_IFNAME HCCL_IF_IP "
+        "OMPI_MCA_btl_tcp_if_include OMPI_MCA_oob_tcp_if_include HYDRA_IFACE I_MPI_HYDRA_IFACE",
+        "the job chose a secondary network (ring-controller.io/network)",
+    ),
+    Framework(
+        "HCCL's family and ports",
+        "HCCL_SOCKET_FAMILY; HCCL_IF_BASE_PORT",
+        "an IPv6 address or a secondary network; members sharing an IP (hostNetwork)",
+    ),
+    Framework("ring-launch itself", "RING_EPOCH RING_IP RING_PORT; RING_RESTART_COUNT (with --supervise)"),
 )
 
 
@@ -95,6 +107,7 @@ def member_env(
     env.update(jax_env(spec, pod=pod))
     env.update(paddle_env(spec, pod=pod))
     env.update(mindspore_env(spec, pod=pod))
+    env.update(network_env(spec, pod=pod))
     if hostfile_dir is not None:
         env.update(hostfile_env(hostfile_dir))
     if rank_table_file:

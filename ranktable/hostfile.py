@@ -7,7 +7,9 @@ file. Two layouts cover them:
   ``OMPI_MCA_orte_default_hostfile``), DeepSpeed's ``--hostfile``,
   Horovod's ``horovodrun -hostfile``;
 * ``mpich`` (``<ip>:N``): MPICH and Intel MPI's Hydra ``mpiexec`` (which
-  also reads ``HYDRA_HOST_FILE``).
+  also reads ``HYDRA_HOST_FILE``). An IPv6 address is bracketed there
+  (``[fd00::5]:N``), since the colon would otherwise run into the count;
+  the ``openmpi`` layout has no port-like suffix and keeps it bare.
 
 One line per host in rank order. ``N`` is the member's ``slots`` (pod
 annotation ``ring-controller/slots`` or container env ``RING_SLOTS``,
@@ -46,7 +48,7 @@ def hostfile_text(spec: ClusterSpec, *, flavor: Flavor = "openmpi") -> str:
     if flavor == "openmpi":
         lines = [f"{ip} slots={n}" for ip, n in slots.items()]
     else:
-        lines = [f"{ip}:{n}" for ip, n in slots.items()]
+        lines = [f"[{ip}]:{n}" if ":" in ip else f"{ip}:{n}" for ip, n in slots.items()]
     return "".join(line + "\n" for line in lines)
 
 

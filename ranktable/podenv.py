@@ -19,6 +19,8 @@ POD_NAME_ENV: Final = "POD_NAME"
 POD_NAMESPACE_ENV: Final = "POD_NAMESPACE"
 POD_UID_ENV: Final = "POD_UID"
 POD_IP_ENV: Final = "POD_IP"
+#: ``status.podIPs`` through the downward API: the pod's IPs, comma-separated, primary first.
+POD_IPS_ENV: Final = "POD_IPS"
 #: The namespace of the pod's service account, mounted in every pod that has one.
 SERVICE_ACCOUNT_NAMESPACE: Final = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -44,3 +46,8 @@ def pod_namespace(explicit: str | None = None) -> str | None:
             return handle.read().strip() or None
     except OSError:
         return None
+
+
+def pod_ips() -> tuple[str, ...]:
+    """``$POD_IPS`` split at commas (empty entries dropped): every IP of the pod, or () when unset."""
+    return tuple(ip.strip() for ip in os.environ.get(POD_IPS_ENV, "").split(",") if ip.strip())

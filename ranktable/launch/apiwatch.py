@@ -74,7 +74,7 @@ from ranktable.registration import pod_path, registration_patch
 from ranktable.stored import write_rank_table
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
     from typing import Any, Final
 
 #: Upper bound of one watch request (seconds); shorter near the deadline.
@@ -120,17 +120,18 @@ class ApiSource:
         if self._client is None:
             self._client = KubeClient(load_client_config(self.kubeconfig), connect_timeout=CONNECT_TIMEOUT)
 
-    def register(self, *, pod: str, ip: str, started: str) -> None:
+    def register(self, *, pod: str, ip: str, started: str, ips: Sequence[str] = ()) -> None:
         """Self-registration: set :data:`REGISTERED_ANNOTATION` on this launcher's own pod (one merge PATCH).
 
         Raises :class:`ranktable.launch.kubeapi.ApiStatusError` when the API server
         refuses (403 without the grant of ``build/launcher-rbac.yaml``) and
         ValueError for an ``ip`` that is not an address; the caller goes on
         waiting either way: registering only makes the spec come sooner.
+        ``ips``: every IP of the pod (``$POD_IPS``), written on dual-stack pods.
         """
         self.connect()
         assert self._client is not None
-        body = registration_patch(ip=ip, started=started)
+        body = registration_patch(ip=ip, started=started, ips=ips)
         self._client.patch_merge(pod_path(self.namespace, pod), body, timeout=CONNECT_TIMEOUT)
 
     def rank_table_path(self, hccl: str) -> str:

@@ -36,7 +36,7 @@ import time
 from ranktable.launch import launchopts
 from ranktable.launch.kubeapi import CONNECT_TIMEOUT, KubeClient
 from ranktable.launch.kubeconfig import ApiConfigError, load_client_config
-from ranktable.podenv import POD_IP_ENV, pod_name, pod_namespace
+from ranktable.podenv import POD_IP_ENV, pod_ips, pod_name, pod_namespace
 from ranktable.registration import pod_path, registration_patch, started_text
 
 
@@ -74,7 +74,9 @@ def start(argv: list[str], *, started: float | None = None) -> Early | None:
     pod = pod_name(args.pod or None)
     kubeconfig = args.kubeconfig or None
     try:
-        body = registration_patch(ip=ip, started=started_text(time.time() if started is None else started))
+        body = registration_patch(
+            ip=ip, started=started_text(time.time() if started is None else started), ips=pod_ips()
+        )
         path = pod_path(namespace, pod)
         client = KubeClient(load_client_config(kubeconfig), connect_timeout=CONNECT_TIMEOUT)
     except (ApiConfigError, ValueError):

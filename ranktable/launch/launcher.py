@@ -78,7 +78,7 @@ from ranktable.launch.wait import (
     identity_from_env,
     wait_for_spec,
 )
-from ranktable.podenv import POD_IP_ENV, pod_name, pod_namespace
+from ranktable.podenv import POD_IP_ENV, pod_ips, pod_name, pod_namespace
 from ranktable.registration import started_text
 from ranktable.stored import rank_table_file as rank_table_file_for
 from ranktable.stored import replace_file, temp_dir
@@ -215,7 +215,7 @@ def _register(source: ApiSource, pod: str | None, early: Early | None = None) ->
         if early is not None:
             early.answer()
         else:
-            source.register(pod=pod_name(pod), ip=ip, started=started_text(STARTED))
+            source.register(pod=pod_name(pod), ip=ip, started=started_text(STARTED), ips=pod_ips())
     except ApiStatusError as err:
         _log(
             f"warning: self-registration refused ({err.status} {err.reason}: {err.message}); waiting for the "

@@ -356,7 +356,7 @@ class Judge:
                 f"spec completed (epoch {spec.epoch}) for an earlier pod {member.pod!r} "
                 f"(uid {member.uid}, this pod is {self.identity.uid})"
             )
-        if self.identity.ip and member.ip != self.identity.ip:
+        if self.identity.ip and _comparable(member, self.identity.ip) and member.ip != self.identity.ip:
             return (
                 f"spec completed (epoch {spec.epoch}) with ip {member.ip} for this pod, whose ip is {self.identity.ip}"
             )
@@ -378,6 +378,17 @@ class Judge:
         if self.bad_reads >= MALFORMED_READS:
             raise SpecError(f"{message} (unchanged over {self.bad_reads} reads)")
         return f"{message} (retrying)"
+
+
+def _comparable(member: Member, ip: str) -> bool:
+    """Whether ``member.ip`` must equal this pod's ``$POD_IP`` (``ip``): on the pod network and of its family.
+
+    A job may list members by their other family's address (dual-stack,
+    ``ring-controller.io/ip-family``) or by their address on a secondary
+    network (the member then has an interface); ``$POD_IP`` is neither, so
+    it cannot tell a stale spec from a current one there (the pod uid still does).
+    """
+    return not member.interface and (":" in member.ip) == (":" in ip)
 
 
 def wait_for_spec(

@@ -19,8 +19,11 @@ from model.keys import (
     CONFIG_VOLUME_NAMES,
     CONFIGMAP_DATA_LIMIT,
     DEVICE_ANNOTATIONS,
+    IP_FAMILY_ANNOTATION,
     MANAGED_LABEL,
     MANAGED_VALUE,
+    NETWORK_ANNOTATION,
+    NETWORK_STATUS_ANNOTATION,
     PORT_ANNOTATION,
     PORT_ENV,
     PORT_NAMES,
@@ -47,6 +50,9 @@ STATE_WORDS: Final[dict[SlotState, str]] = {
     "awaiting_devices": "no devices yet",
     "invalid_devices": "bad devices",
     "duplicate": "duplicate index",
+    "wrong_family": "no IP of family",
+    "no_network": "not on network",
+    "invalid_network": "bad network-status",
 }
 
 #: What the user can do about slots in each state ({pods}: the pods concerned, {job}: KIND/NAME).
@@ -95,6 +101,21 @@ HINTS: Final[dict[SlotState, str]] = {
         "A workload controller replaces a pod after the old one is gone; a pod made by hand with the "
         "workload's labels is the usual cause: delete the one that does not belong."
     ),
+    "wrong_family": (
+        f"Pods without an address of the family the job asks for ({{pods}}): the workload's {IP_FAMILY_ANNOTATION} "
+        "names a family their status.podIPs lack. Use the cluster's family (or remove the annotation), "
+        "or run the job where pods get dual-stack addresses."
+    ),
+    "no_network": (
+        f"Pods without an address on the job's network ({{pods}}): the workload's {NETWORK_ANNOTATION} names a "
+        f"network attachment that their {NETWORK_STATUS_ANNOTATION} does not list (or lists without an IP). "
+        "Check the pod template's k8s.v1.cni.cncf.io/networks annotation, the NetworkAttachmentDefinition "
+        "(its IPAM must assign addresses) and that Multus runs on their nodes."
+    ),
+    "invalid_network": (
+        f"Malformed {NETWORK_STATUS_ANNOTATION} ({{pods}}): the message above says what is wrong; it is written "
+        "by the CNI meta-plugin (Multus), so the plugin or whatever else wrote it needs fixing."
+    ),
 }
 
 #: What to do about the controller's problems that are not a slot's (by problem reason).
@@ -114,6 +135,16 @@ PROBLEM_HINTS: Final[dict[str, str]] = {
     "configmap_taken": "Another job's spec is in that ConfigMap: give this workload its own rings-config volume.",
     "invalid_rank_index": "The hccl/rankIndex annotations are partial, duplicate or gapped: ranks follow the job spec.",
     "invalid_super_pod": "A super-pod-rank annotation is not an integer: fix it on the pod.",
+    "mixed_ip_families": (
+        f"The members' IPs are of both families: set the workload annotation {IP_FAMILY_ANNOTATION} "
+        "to IPv4 or IPv6 so every member is listed with an address of one family."
+    ),
+    "address_collision": (
+        "Two members would listen on one ip:port (hostNetwork pods on one node with a port that cannot move): "
+        "give the port by the ring-controller/port annotation or the TF_WORKER_PORT env instead of a container "
+        "port (each member then gets its own port on the node), or keep the pods on separate nodes. "
+        "No spec is written until then."
+    ),
     "invalid_rank_order": (
         f"The workload's {RANK_ORDER_ANNOTATION} annotation is neither spec nor topology: "
         "fix it; until then the controller's --rank-order applies."

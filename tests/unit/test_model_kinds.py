@@ -68,7 +68,7 @@ def test_jobset_restart_attempt_is_the_version() -> None:
     ]
     new = [
         pod_record(
-            jobset_pod(js, rjob="workers", job_index=0, completion=c, restart=1, ip="127.1.0.2", phase="Running")
+            jobset_pod(js, rjob="workers", job_index=0, completion=c, restart=1, ip=f"127.1.0.{2 + c}", phase="Running")
         )
         for c in range(2)
     ]

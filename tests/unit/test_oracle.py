@@ -54,14 +54,14 @@ def configmap(data: dict[str, str] | None) -> dict[str, Any] | None:
 def test_oracle_agrees_with_decide_on_volcano_jobs(tasks: list[tuple[str, int]], complete: bool, data: Any) -> None:
     raw = volcano_job("j", namespace="ns", tasks=tasks, uid="job-uid")
     pods = []
-    for t, n in tasks:
+    for ti, (t, n) in enumerate(tasks):
         for i in range(n):
             states = data.draw(st.lists(STATE, max_size=2))
             if complete:
                 states = ["running", *states]  # every slot can count: the case where ranks are compared
             for k, state in enumerate(states):
                 pod = volcano_pod(
-                    raw, task=t, index=i, uid=f"{t}-{i}-{k}", ip="" if state == "no_ip" else f"127.1.{k}.{i + 1}",
+                    raw, task=t, index=i, uid=f"{t}-{i}-{k}", ip="" if state == "no_ip" else f"127.{1 + ti}.{k}.{i + 1}",
                     phase="Pending" if state == "pending" else "Running", version=7 if state == "old_version" else 0,
                     name_suffix=f"-r{k}" if k else "",
                 )  # fmt: skip

@@ -89,7 +89,9 @@ def build_pods(raw: dict[str, Any], slots: Sequence[SlotPods]) -> list[PodRecord
                 index=slot.index,
                 version=7 if state == "old_version" else 0,
                 uid=uid_of(slot.task, slot.index, gen, k),
-                ip="" if state == "no_ip" else f"127.{1 + gen}.{s // 250}.{1 + s % 250 + k}",
+                # Distinct per pod: two Running pod-network pods never share an IP (the decision
+                # refuses such a spec: address_collision).
+                ip="" if state == "no_ip" else f"127.{1 + gen}.{s // 250 + 16 * k}.{1 + s % 250}",
                 phase="Pending" if state == "pending" else "Running",
                 node="n1",
                 name_suffix=f"-r{k}" if k else "",
