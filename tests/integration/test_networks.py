@@ -1,0 +1,153 @@
+"""hostNetwork ports and secondary networks on the real control plane (kwok nodes).
+
+Pods are real objects: the scheduler places them, kwok sets their status
+(a ``hostNetwork`` pod gets its node's IP), and the network-status annotation
+is written the way Multus writes it: a patch of the pod once its sandbox has
+its interfaces, in the format of the Network Plumbing Working Group's
+multi-network specification (v1.2, 4.1.2), indented as Multus indents it.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.controllerproc import ControllerProcess
+from tests.support.factories import deployment, pod_template, volcano_job
+from tests.support.kubectlring import ring, section
+from tests.support.kubehelp import create_pods, create_volcano_job, events_for, running_pods, wait_for, wait_spec
+
+pytestmark = pytest.mark.integration
+
+KWOK_NODE = "kwok-node-0"
+
+
+def _warnings(k8s: Any, namespace: str, name: str, reason: str) -> list[Any]:
+    return [e for e in events_for(k8s, namespace, name) if e.type == "Warning" and e.reason == reason]
+
+
+def _env(pod: str, namespace: str, kubeconfig: Path) -> dict[str, str]:
+    done = ring("env", "-n", namespace, pod, kubeconfig=kubeconfig)
+    assert done.returncode == 0, done.stderr
+    return dict(line.split("=", 1) for line in (shlex.split(x)[0] for x in done.stdout.splitlines() if "=" in x))
+
+
+def test_host_network_pods_of_a_deployment_on_one_node_get_distinct_ports(
+    k8s: Any, namespace: str, controller: ControllerProcess, kubeconfig: Path
+) -> None:
+    dep = deployment("hostnet", 2)
+    template = dep["spec"]["template"]
+    template["spec"]["hostNetwork"] = True
+    template["spec"]["nodeSelector"] = {"kubernetes.io/hostname": KWOK_NODE}
+    template["spec"]["containers"][0].pop("ports")  # a named container port would be a hostPort
+    template["metadata"]["annotations"] = {"ring-controller/port": "4000"}
+    k8s.apps.create_namespaced_deployment(namespace, dep)
+    spec = wait_spec(k8s, namespace, "rings-config-hostnet")
+    live = wait_for(lambda: running_pods(k8s, namespace, [m["pod"] for m in spec["members"]]), what="pods running")
+    host_ip = {live[m["pod"]].status.pod_ip for m in spec["members"]}
+    assert len(host_ip) == 1 and host_ip == {live[m["pod"]].status.host_ip for m in spec["members"]}
+    ip = next(iter(host_ip))
+    assert [(m["ip"], m["port"]) for m in spec["members"]] == [(ip, 4000), (ip, 4001)]
+    env = _env(spec["members"][1]["pod"], namespace, kubeconfig)
+    assert json.loads(env["TF_CONFIG"])["cluster"]["worker"] == [f"{ip}:4000", f"{ip}:4001"]
+    assert (env["RING_PORT"], env["MASTER_PORT"], env["HCCL_IF_BASE_PORT"]) == ("4001", "4000", "60032")
+
+
+def test_two_host_ports_on_one_node_make_the_job_invalid_with_the_reason(
+    k8s: Any, namespace: str, controller: ControllerProcess, kubeconfig: Path
+) -> None:
+    template = pod_template(port=2222)  # tf-port: in a hostNetwork pod, a hostPort
+    template["spec"]["hostNetwork"] = True
+    job = create_volcano_job(k8s, namespace, volcano_job("fixed", tasks=[("worker", 2)], template=template))
+    # Placed on one node by name, as a user pinning them would (the scheduler would keep them apart).
+    create_pods(k8s, job, [("worker", 0), ("worker", 1)], node=KWOK_NODE)
+    wait_for(lambda: _warnings(k8s, namespace, "fixed", "AddressCollision"), what="the AddressCollision Event")
+    assert (controller.metric("ringcontroller_invalid_inputs_total", reason="address_collision") or 0) >= 1
+    assert wait_spec(k8s, namespace, "rings-config-fixed", status="initializing")["members"] == []
+    text = ring("describe", "-n", namespace, "fixed", kubeconfig=kubeconfig).stdout
+    assert "fixed-worker-0 and fixed-worker-1 would both listen on" in text
+    assert "a hostPort, which cannot move" in text and "Two members would listen on one ip:port" in text
+    assert controller.proc is not None and controller.proc.poll() is None
+
+
+MULTUS_STATUS = """[{
+    "name": "kwok-pod-network",
+    "ips": [
+        "%(pod_ip)s"
+    ],
+    "default": true,
+    "dns": {}
+},{
+    "name": "%(network)s",
+    "interface": "net1",
+    "ips": [
+        "192.168.77.%(n)d"
+    ],
+    "mac": "2e:51:e6:31:96:%(n)02x",
+    "dns": {}
+}]"""
+
+
+def _attach(k8s: Any, namespace: str, pod: str, *, network: str, n: int) -> None:
+    """Write the pod's network-status as Multus does once the sandbox has its interfaces."""
+    ip = k8s.core.read_namespaced_pod(pod, namespace).status.pod_ip
+    status = MULTUS_STATUS % {"pod_ip": ip, "network": network, "n": n}
+    k8s.core.patch_namespaced_pod(
+        pod, namespace, {"metadata": {"annotations": {"k8s.v1.cni.cncf.io/network-status": status}}}
+    )
+
+
+def test_a_network_job_waits_for_the_attachment_then_lists_its_addresses_and_interface(
+    k8s: Any, namespace: str, controller: ControllerProcess, kubeconfig: Path
+) -> None:
+    raw = volcano_job("fast", tasks=[("worker", 2)])
+    raw["metadata"]["annotations"] = {"ring-controller.io/network": "fast-net"}
+    job = create_volcano_job(k8s, namespace, raw)
+    create_pods(k8s, job, [("worker", 0), ("worker", 1)])
+    names = ["fast-worker-0", "fast-worker-1"]
+    wait_for(lambda: running_pods(k8s, namespace, names), what="pods running")
+    wait_for(lambda: _warnings(k8s, namespace, "fast", "NetworkNotAttached"), what="the NetworkNotAttached Event")
+    assert (controller.metric("ringcontroller_invalid_inputs_total", reason="network_missing") or 0) >= 1
+    text = ring("describe", "-n", namespace, "fast", kubeconfig=kubeconfig).stdout
+    slots = section(text, "Members (rank order, as the controller sees them now):")
+    assert "not on network" in slots and f"no address on network {namespace}/fast-net" in text
+    # Attached to another network only: still waits, and says which it has.
+    _attach(k8s, namespace, names[0], network=f"{namespace}/fast-net", n=10)
+    _attach(k8s, namespace, names[1], network=f"{namespace}/slow-net", n=11)
+    wait_for(
+        lambda: any(
+            f"is not attached to network {namespace}/fast-net" in (e.message or "")
+            for e in _warnings(k8s, namespace, "fast", "NetworkNotAttached")
+        ),
+        what="the Event naming the missing attachment",
+    )
+    assert wait_spec(k8s, namespace, "rings-config-fast", status="initializing")["members"] == []
+    _attach(k8s, namespace, names[1], network=f"{namespace}/fast-net", n=11)
+    spec = wait_spec(k8s, namespace, "rings-config-fast")
+    assert [(m["ip"], m["interface"]) for m in spec["members"]] == [
+        ("192.168.77.10", "net1"),
+        ("192.168.77.11", "net1"),
+    ]
+    env = _env(names[1], namespace, kubeconfig)
+    assert json.loads(env["TF_CONFIG"])["cluster"]["worker"] == ["192.168.77.10:2222", "192.168.77.11:2222"]
+    assert (env["NCCL_SOCKET_IFNAME"], env["GLOO_SOCKET_IFNAME"], env["HCCL_IF_IP"]) == (
+        "=net1",
+        "net1",
+        "192.168.77.11",
+    )
+
+
+def test_a_malformed_network_status_warns_and_writes_nothing(
+    k8s: Any, namespace: str, controller: ControllerProcess
+) -> None:
+    raw = volcano_job("garbled", tasks=[("worker", 1)])
+    raw["metadata"]["annotations"] = {"ring-controller.io/network": "fast-net"}
+    job = create_volcano_job(k8s, namespace, raw)
+    create_pods(k8s, job, [("worker", 0)], annotations={"k8s.v1.cni.cncf.io/network-status": '[{"name": 7}]'})
+    wait_for(lambda: _warnings(k8s, namespace, "garbled", "InvalidNetworkStatus"), what="the Event")
+    assert (controller.metric("ringcontroller_invalid_inputs_total", reason="invalid_network_status") or 0) >= 1
+    assert wait_spec(k8s, namespace, "rings-config-garbled", status="initializing")["members"] == []
