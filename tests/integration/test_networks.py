@@ -10,12 +10,15 @@ multi-network specification (v1.2, 4.1.2), indented as Multus indents it.
 from __future__ import annotations
 
 import json
+import secrets
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ringdevcluster.kwok import node_manifest
 from tests.support.controllerproc import ControllerProcess
 from tests.support.factories import deployment, pod_template, volcano_job
 from tests.support.kubectlring import ring, section
@@ -151,3 +154,45 @@ def test_a_malformed_network_status_warns_and_writes_nothing(
     wait_for(lambda: _warnings(k8s, namespace, "garbled", "InvalidNetworkStatus"), what="the Event")
     assert (controller.metric("ringcontroller_invalid_inputs_total", reason="invalid_network_status") or 0) >= 1
     assert wait_spec(k8s, namespace, "rings-config-garbled", status="initializing")["members"] == []
+
+
+@pytest.fixture
+def dual_stack_node(k8s: Any) -> Iterator[str]:
+    """A kwok node whose pod CIDRs are of both families: kwok gives its pods one IP of each (IPv4 first)."""
+    manifest = node_manifest(200)
+    name = f"kwok-dual-{secrets.token_hex(3)}"
+    manifest["metadata"]["name"] = name
+    manifest["metadata"]["labels"]["kubernetes.io/hostname"] = name
+    manifest["spec"] = {"podCIDR": "127.1.200.0/24", "podCIDRs": ["127.1.200.0/24", "fd00:10:200::/64"]}
+    k8s.core.create_node(manifest)
+    yield name
+    k8s.core.delete_node(name)
+
+
+def test_a_dual_stack_job_asking_for_ipv6_trains_on_bracketed_addresses(
+    k8s: Any, namespace: str, controller: ControllerProcess, kubeconfig: Path, dual_stack_node: str
+) -> None:
+    raw = volcano_job("six", tasks=[("chief", 1), ("worker", 1)])
+    raw["metadata"]["annotations"] = {"ring-controller.io/ip-family": "IPv6"}
+    job = create_volcano_job(k8s, namespace, raw)
+    create_pods(k8s, job, [("chief", 0), ("worker", 0)], node=dual_stack_node)
+    spec = wait_spec(k8s, namespace, "rings-config-six")
+    live = running_pods(k8s, namespace, [m["pod"] for m in spec["members"]])
+    assert live is not None
+    for m in spec["members"]:
+        ips = [a.ip for a in live[m["pod"]].status.pod_ips]
+        assert len(ips) == 2 and ":" not in ips[0] and m["ip"] == ips[1]  # the IPv6 one, not the primary
+    chief, worker = (m["ip"] for m in spec["members"])
+    env = _env("six-worker-0", namespace, kubeconfig)
+    assert json.loads(env["TF_CONFIG"])["cluster"] == {"chief": [f"[{chief}]:2222"], "worker": [f"[{worker}]:2222"]}
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == (chief, "2222")
+    assert env["JAX_COORDINATOR_ADDRESS"] == f"[{chief}]:2222" and env["HCCL_SOCKET_FAMILY"] == "AF_INET6"
+    # The same job on an IPv4-only node waits, saying why.
+    raw = volcano_job("sixonfour", tasks=[("worker", 1)])
+    raw["metadata"]["annotations"] = {"ring-controller.io/ip-family": "IPv6"}
+    create_pods(k8s, create_volcano_job(k8s, namespace, raw), [("worker", 0)], node=KWOK_NODE)
+    wait_for(lambda: _warnings(k8s, namespace, "sixonfour", "NoAddressOfFamily"), what="the NoAddressOfFamily Event")
+    assert (controller.metric("ringcontroller_invalid_inputs_total", reason="ip_family") or 0) >= 1
+    text = ring("describe", "-n", namespace, "sixonfour", kubeconfig=kubeconfig).stdout
+    assert "no IP of family" in text and "has no IPv6 address" in text
+    assert wait_spec(k8s, namespace, "rings-config-sixonfour", status="initializing")["members"] == []
