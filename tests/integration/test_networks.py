@@ -18,11 +18,21 @@ from typing import Any
 
 import pytest
 
+from model.keys import REGISTERED_ANNOTATION
+from ranktable.registration import registration_value
 from ringdevcluster.kwok import node_manifest
 from tests.support.controllerproc import ControllerProcess
 from tests.support.factories import deployment, pod_template, volcano_job
 from tests.support.kubectlring import ring, section
-from tests.support.kubehelp import create_pods, create_volcano_job, events_for, running_pods, wait_for, wait_spec
+from tests.support.kubehelp import (
+    create_pods,
+    create_volcano_job,
+    events_for,
+    read_configmap,
+    running_pods,
+    wait_for,
+    wait_spec,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -196,3 +206,42 @@ def test_a_dual_stack_job_asking_for_ipv6_trains_on_bracketed_addresses(
     text = ring("describe", "-n", namespace, "sixonfour", kubeconfig=kubeconfig).stdout
     assert "no IP of family" in text and "has no IPv6 address" in text
     assert wait_spec(k8s, namespace, "rings-config-sixonfour", status="initializing")["members"] == []
+
+
+def test_a_dual_stack_member_registers_every_ip_and_counts_by_the_family_asked(
+    k8s: Any, namespace: str, idle_node: str, registering_controller: ControllerProcess
+) -> None:
+    raw = volcano_job("regsix", tasks=[("worker", 1)])
+    raw["metadata"]["annotations"] = {"ring-controller.io/ip-family": "IPv6"}
+    job = create_volcano_job(k8s, namespace, raw)
+    (pod,) = create_pods(k8s, job, [("worker", 0)], node=idle_node)
+    name = pod["metadata"]["name"]
+    # As the kubelet reports a pod before its containers run, then as its launcher registers (POD_IPS set).
+    k8s.core.patch_namespaced_pod_status(name, namespace, {"status": {"phase": "Pending", "hostIP": "10.0.0.77"}})
+    value = registration_value(ip="127.1.201.2", started="2026-12-03T08:00:00Z", ips=("127.1.201.2", "fd00:201::2"))
+    k8s.core.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": {REGISTERED_ANNOTATION: value}}})
+    spec = wait_spec(k8s, namespace, "rings-config-regsix")
+    assert spec["members"][0]["ip"] == "fd00:201::2"
+    written = read_configmap(k8s, namespace, "rings-config-regsix").metadata.resource_version
+    # The kubelet's Running status with both IPs: the controller syncs it and writes nothing.
+    before = _reconciles(registering_controller)
+    k8s.core.patch_namespaced_pod_status(
+        name,
+        namespace,
+        {
+            "status": {
+                "phase": "Running",
+                "podIP": "127.1.201.2",
+                "podIPs": [{"ip": "127.1.201.2"}, {"ip": "fd00:201::2"}],
+            }
+        },
+    )
+    wait_for(lambda: _reconciles(registering_controller) > before, what="the controller syncing the Running pod")
+    assert read_configmap(k8s, namespace, "rings-config-regsix").metadata.resource_version == written
+
+
+def _reconciles(proc: ControllerProcess) -> float:
+    return sum(
+        proc.metric("controller_runtime_reconcile_total", result=r) or 0.0
+        for r in ("success", "error", "requeue", "requeue_after")
+    )
