@@ -735,7 +735,14 @@ def decide(
 def _reach(pod: PodRecord, rule: AddressRule) -> tuple[SlotState, Problem | None, Reached | None]:
     """Where a counting pod is reached under the job's address rule (:func:`model.network.reach`),
     or the state and Problem that keep it from counting. One rule for :func:`decide` and :func:`explain`."""
-    found = reach(pod=pod.name, ips=pod.ips, network_status=pod.network_status, rule=rule)
+    found = reach(
+        pod=pod.name,
+        ips=pod.ips,
+        network_status=pod.network_status,
+        rule=rule,
+        claims=pod.claims,
+        claim_networks=pod.claim_networks,
+    )
     if isinstance(found, Reached):
         return COUNTING, None, found
     return found.state, Problem(found.reason, found.message), None

@@ -73,6 +73,11 @@ IP_FAMILY_ANNOTATION: Final = "ring-controller.io/ip-family"
 #: ``NAMESPACE/NAME`` (or ``NAME``, in the job's namespace) of a Multus
 #: NetworkAttachmentDefinition. Absent: the pod network.
 NETWORK_ANNOTATION: Final = "ring-controller.io/network"
+#: Workload annotation naming the pod's resource claim (its ``spec.resourceClaims[].name``)
+#: whose DRA-allocated NIC carries the job's traffic: each member's address and
+#: interface come from that claim's ``status.devices[].networkData``
+#: (``resource.k8s.io/v1``). Exclusive with :data:`NETWORK_ANNOTATION`.
+NETWORK_CLAIM_ANNOTATION: Final = "ring-controller.io/network-claim"
 #: Pod annotation in which Multus (any CNI meta-plugin following the Network
 #: Plumbing Working Group's multi-network specification) lists the pod's
 #: interfaces: JSON ``[{"name", "interface", "ips", "mac", "default", ...}]``.

@@ -24,6 +24,16 @@ Three rules, each pure and on plain values (the agent applies them in
   prefix), ``mac``, ``default``, ``dns``. A member without the attachment, or
   without an address on it (of the job's family, if one is chosen), does not
   count; a malformed annotation is reported, never guessed through.
+* **DRA-allocated NIC** (opt-in, instead of a Multus network). A job's
+  :data:`~model.keys.NETWORK_CLAIM_ANNOTATION` names the pod's resource
+  claim (its ``spec.resourceClaims[].name``); each member's address and
+  interface are then those its DRA driver reports for the allocated device in
+  the claim's ``status.devices[].networkData`` (``resource.k8s.io/v1``,
+  Kubernetes 1.34 and later: ``interfaceName``, ``ips`` in CIDR notation such
+  as ``192.0.2.5/24``, ``hardwareAddress``). The claim is looked up through
+  the pod (``spec.resourceClaims[].resourceClaimName``, or
+  ``status.resourceClaimStatuses`` for a claim made from a template); a member
+  counts once its claim reports an address.
 * **hostNetwork ports.** Members whose pods share an IP (``hostNetwork`` pods
   on one node) get distinct ports: in rank order, the k-th member on an IP
   (k from 0) listens on its own port plus k. A port the pod spec binds on the
@@ -40,7 +50,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from model.keys import IP_FAMILY_ANNOTATION, NETWORK_ANNOTATION, PORT_NAMES
+from model.keys import IP_FAMILY_ANNOTATION, NETWORK_ANNOTATION, NETWORK_CLAIM_ANNOTATION, PORT_NAMES
 
 #: The IP families, spelled as Kubernetes spells them (``spec.ipFamilies``).
 Family = Literal["IPv4", "IPv6"]
@@ -53,10 +63,12 @@ Json = dict[str, Any]
 class AddressRule:
     """How a job's members are addressed: ``family`` None (each member's
     primary IP) or one of :data:`FAMILIES`; ``network`` None (the pod network)
-    or the attachment's ``namespace/name``."""
+    or the attachment's ``namespace/name``; ``claim`` None or the pod's
+    resource claim (reference name) whose NIC carries the traffic."""
 
     family: Family | None = None
     network: str | None = None
+    claim: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +149,16 @@ def address_rule(annotations: dict[str, Any], *, namespace: str) -> tuple[Addres
             network = parse_network(annotations[NETWORK_ANNOTATION], namespace=namespace)
         except ValueError as e:
             errors.append(f"annotation {NETWORK_ANNOTATION}: {e}")
-    return AddressRule(family=family, network=network), "; ".join(errors) or None
+    claim: str | None = None
+    if NETWORK_CLAIM_ANNOTATION in annotations:
+        claim = str(annotations[NETWORK_CLAIM_ANNOTATION]).strip()
+        if not _dns_name(claim) or "." in claim:
+            errors.append(f"annotation {NETWORK_CLAIM_ANNOTATION}: {claim!r} is not a pod resource claim name")
+            claim = None
+        elif NETWORK_ANNOTATION in annotations:
+            errors.append(f"annotations {NETWORK_ANNOTATION} and {NETWORK_CLAIM_ANNOTATION}: choose one network")
+            claim = network = None
+    return AddressRule(family=family, network=network, claim=claim), "; ".join(errors) or None
 
 
 def parse_network_status(text: str) -> tuple[Attachment, ...]:
@@ -198,14 +219,78 @@ def _parsed(text: str) -> tuple[Attachment, ...] | str:
     return found
 
 
-def reach(*, pod: str, ips: tuple[str, ...], network_status: str | None, rule: AddressRule) -> Reached | Unreached:
+def pod_claims(spec: Json, status: Json) -> tuple[tuple[str, str], ...]:
+    """(reference name, ResourceClaim name) of each resource claim a pod uses, as far as known.
+
+    A claim named in ``spec.resourceClaims[].resourceClaimName`` is known at
+    once; one made from ``resourceClaimTemplateName`` is known when
+    ``status.resourceClaimStatuses`` names it.
+    """
+    found: dict[str, str] = {}
+    for ref in spec.get("resourceClaims") or ():
+        if isinstance(ref, dict) and isinstance(ref.get("name"), str) and isinstance(ref.get("resourceClaimName"), str):
+            found[ref["name"]] = ref["resourceClaimName"]
+    for ref in status.get("resourceClaimStatuses") or ():
+        if isinstance(ref, dict) and isinstance(ref.get("name"), str) and isinstance(ref.get("resourceClaimName"), str):
+            found.setdefault(ref["name"], ref["resourceClaimName"])
+    return tuple(sorted(found.items()))
+
+
+def claim_attachments(raw: Json) -> tuple[Attachment, ...] | str:
+    """The NICs a ResourceClaim's status reports (``status.devices[]`` with ``networkData``), or why malformed.
+
+    Each becomes an :class:`Attachment` named ``driver/pool/device`` with the
+    device's ``interfaceName`` and its ``ips`` without their prefix length.
+    """
+    found = []
+    for i, device in enumerate((raw.get("status") or {}).get("devices") or ()):
+        if not isinstance(device, dict) or not isinstance(device.get("networkData"), dict):
+            continue
+        data = device["networkData"]
+        name = "/".join(str(device.get(k, "")) for k in ("driver", "pool", "device"))
+        interface = data.get("interfaceName", "")
+        ips_raw = data.get("ips", [])
+        if not isinstance(interface, str) or not isinstance(ips_raw, list):
+            return f"status.devices[{i}].networkData: interfaceName or ips of the wrong type"
+        ips = []
+        for ip in ips_raw:
+            address = str(ip).split("/", 1)[0]
+            try:
+                ipaddress.ip_address(address)
+            except ValueError:
+                return f"status.devices[{i}].networkData.ips: {ip!r} is not an address in CIDR notation"
+            ips.append(address)
+        found.append(Attachment(name=name, interface=interface, ips=tuple(ips)))
+    return tuple(found)
+
+
+def claim_record(raw: Json) -> tuple[Attachment, ...] | str | None:
+    """The slim record of a ResourceClaim for the claim cache: its NICs (or why malformed), None when it reports none."""
+    found = claim_attachments(raw)
+    return found or None
+
+
+def reach(
+    *,
+    pod: str,
+    ips: tuple[str, ...],
+    network_status: str | None,
+    rule: AddressRule,
+    claims: tuple[tuple[str, str], ...] = (),
+    claim_networks: tuple[tuple[str, tuple[Attachment, ...] | str], ...] = (),
+) -> Reached | Unreached:
     """Where member ``pod`` is reached under ``rule``, or why it cannot be.
 
     ``ips`` are the pod's IPs, primary first (``status.podIPs``, or what its
     launcher registered); ``network_status`` its network-status annotation
-    (None: absent). Pure; used for every member at every sync, so the
-    annotation's parse is cached by text.
+    (None: absent); ``claims`` its resource claims (:func:`pod_claims`) and
+    ``claim_networks`` what each claim's status reports by reference name
+    (:func:`claim_attachments`; absent: the claim is not known yet). Pure;
+    used for every member at every sync, so the annotation's parse is cached
+    by text.
     """
+    if rule.claim is not None:
+        return _reach_claim(pod, rule, dict(claims), dict(claim_networks))
     if rule.network is None:
         if rule.family is None:
             return Reached(ips[0])
@@ -250,6 +335,37 @@ def reach(*, pod: str, ips: tuple[str, ...], network_status: str | None, rule: A
             f"(interface {attachment.interface or '?'}, IPs: {', '.join(attachment.ips) or 'none'})",
         )
     return Reached(candidates[0], attachment.interface)
+
+
+def _reach_claim(
+    pod: str, rule: AddressRule, claims: dict[str, str], networks: dict[str, tuple[Attachment, ...] | str]
+) -> Reached | Unreached:
+    claim = str(rule.claim)
+    if claim not in claims:
+        return Unreached(
+            "no_network",
+            "network_missing",
+            f"pod {pod} has no resource claim {claim!r} (spec.resourceClaims) whose NIC the job asks for "
+            f"({NETWORK_CLAIM_ANNOTATION})",
+        )
+    found = networks.get(claim)
+    if isinstance(found, str):
+        return Unreached(
+            "invalid_network", "invalid_network_status", f"pod {pod}: ResourceClaim {claims[claim]}: {found}"
+        )
+    candidates = [
+        (a.interface, ip) for a in found or () for ip in a.ips if rule.family is None or family_of(ip) == rule.family
+    ]
+    if not candidates:
+        wanted = f"{rule.family} address" if rule.family else "address"
+        return Unreached(
+            "no_network",
+            "network_missing",
+            f"pod {pod}: ResourceClaim {claims[claim]} reports no {wanted} yet "
+            "(its DRA driver writes status.devices[].networkData once the NIC is set up)",
+        )
+    interface, ip = candidates[0]
+    return Reached(ip, interface)
 
 
 def host_port(spec: Json) -> bool:

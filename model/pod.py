@@ -12,6 +12,8 @@ event (about 40 % of a record's memory at 1,600 pods).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from sys import intern
 from typing import Any
 
@@ -26,7 +28,7 @@ from model.keys import (
     SUPER_POD_RANK_ANNOTATION,
 )
 from model.kinds import identify_pod
-from model.network import host_port
+from model.network import Attachment, host_port, pod_claims
 from model.records import JobKey, PodRecord, PodUID
 from model.template import member_port, member_slots, wants_devices
 from ranktable.registration import parse_registration
@@ -87,6 +89,7 @@ def pod_record(raw: Json, *, default_port: int = DEFAULT_PORT) -> PodRecord:
         host_port=host_port(spec),
         network_status=annotations.get(NETWORK_STATUS_ANNOTATION),
         registered_other_ips=registered_other_ips,
+        claims=pod_claims(spec, status),
     )
 
 
@@ -98,6 +101,15 @@ def _other_ips(status: Json, ip: str) -> tuple[str, ...]:
     return tuple(
         str(e["ip"]) for e in entries if isinstance(e, dict) and isinstance(e.get("ip"), str) and e["ip"] != ip
     )
+
+
+def with_claim_networks(pod: PodRecord, lookup: Callable[[str], tuple[Attachment, ...] | str | None]) -> PodRecord:
+    """``pod`` with :attr:`~model.records.PodRecord.claim_networks` filled from ``lookup``
+    (``namespace/name`` of a ResourceClaim to its cached record); ``pod`` itself when it has no claim known there."""
+    found = tuple(
+        (ref, record) for ref, name in pod.claims if (record := lookup(f"{pod.namespace}/{name}")) is not None
+    )
+    return replace(pod, claim_networks=found) if found else pod
 
 
 def mounted_configmaps(spec: Json) -> tuple[str, ...]:

@@ -16,7 +16,7 @@ from typing import Any, NewType
 
 from model.ascend import AscendJob, ascend_job
 from model.keys import CONFIGMAP_PREFIX, RANK_ORDER_ANNOTATION, SELF_REGISTER_ANNOTATION
-from model.network import AddressRule, address_rule
+from model.network import AddressRule, Attachment, address_rule
 from ranktable.clusterspec import JobRef
 from ranktable.stored import unpack
 
@@ -276,6 +276,11 @@ class PodRecord:
     network_status: str | None = None
     #: The other IPs its launcher registered (``status.podIPs`` as the downward API gave them), beside ``registered_ip``.
     registered_other_ips: tuple[str, ...] = ()
+    #: The pod's resource claims as (reference name, ResourceClaim name), sorted (:func:`model.network.pod_claims`).
+    claims: tuple[tuple[str, str], ...] = ()
+    #: What those claims' statuses report (by reference name: their NICs, or why malformed),
+    #: filled in from the ResourceClaim cache where a job asks for a claim's NIC; empty otherwise.
+    claim_networks: tuple[tuple[str, tuple[Attachment, ...] | str], ...] = ()
 
     @property
     def ips(self) -> tuple[str, ...]:

@@ -67,7 +67,8 @@ from model.configmap import configmap_record
 from model.hypernode import HyperNode, HyperNodeIndex, hypernode_record
 from model.keys import MANAGED_LABEL, MANAGED_VALUE
 from model.kinds import KINDS, WorkloadKind
-from model.pod import pod_record
+from model.network import Attachment, claim_record
+from model.pod import pod_record, with_claim_networks
 from model.records import ConfigMapRecord, JobKey, PodRecord, WorkloadRecord
 from model.serving import serving_workload
 from model.topology import Path, RankOrder, node_path
@@ -77,7 +78,7 @@ from ringcontroller import kube
 from ringcontroller.metrics import REGISTRY, agent_metrics, api_metrics, reconcile_metrics, spec_metrics
 from ringcontroller.options import Options
 from ringcontroller.reflector import Reflector
-from ringcontroller.resource import CONFIGMAPS, HYPERNODES, NODES, PODS, RUNTIMES, of_kind
+from ringcontroller.resource import CONFIGMAPS, HYPERNODES, NODES, PODS, RESOURCE_CLAIMS, RUNTIMES, of_kind
 from ringcontroller.scoped import Scoped
 from ringcontroller.serverinfo import OPTIONAL_APIS
 from ringcontroller.workqueue import ShutDown, WorkQueue
@@ -125,7 +126,11 @@ class Controller:
                 PODS,
                 transform=partial(pod_record, default_port=options.default_port),
                 label_selector=options.label_key,
-                indexers={"job": lambda p: [p.job] if p.job else [], "node": lambda p: [p.node] if p.node else []},
+                indexers={
+                    "job": lambda p: [p.job] if p.job else [],
+                    "node": lambda p: [p.node] if p.node else [],
+                    "claim": lambda p: [f"{p.namespace}/{name}" for _, name in p.claims],
+                },
                 namespace=ns,
                 registry=REGISTRY,
                 **_handlers(self._on_pod),
@@ -141,6 +146,21 @@ class Controller:
                 namespace=ns,
                 registry=REGISTRY,
                 **_handlers(self._on_configmap),
+            ),
+            namespaces,
+        )
+        # DRA ResourceClaims that report a NIC (status.devices[].networkData), for jobs taking their
+        # members' addresses from one (ring-controller.io/network-claim); where resource.k8s.io/v1 is served.
+        self.claims: Scoped[tuple[Attachment, ...] | str] | None = Scoped(
+            lambda ns: Reflector(
+                api,
+                RESOURCE_CLAIMS,
+                transform=claim_record,
+                namespace=ns,
+                registry=REGISTRY,
+                on_add=lambda key, _new: self._on_claim(key),
+                on_update=lambda key, _old, _new: self._on_claim(key),
+                on_delete=lambda key, _old: self._on_claim(key),
             ),
             namespaces,
         )
@@ -177,7 +197,7 @@ class Controller:
             enqueue=self._enqueue,
             workload=self._workload,
             # A job key is <kind>/<namespace>/<name>; its pods are in its namespace.
-            pods=lambda key: self.pods.by_index("job", key, namespace=key.split("/")[1]),
+            pods=self._job_pods,
             configmap=self.configmaps.get,
             hccl_version=options.ranktable_version,
             touch_pods=options.touch_pods,
@@ -224,6 +244,22 @@ class Controller:
 
     def _on_pod(self, old: PodRecord | None, new: PodRecord | None) -> None:
         self.agent.on_pod(old, new)
+
+    def _job_pods(self, key: JobKey) -> list[PodRecord]:
+        # A job key is <kind>/<namespace>/<name>; its pods are in its namespace. Pods with
+        # resource claims carry what the claims' statuses report (read where a job asks for it).
+        pods = self.pods.by_index("job", key, namespace=key.split("/")[1])
+        claims = self.claims
+        if claims is None:
+            return pods
+        return [with_claim_networks(p, claims.get) if p.claims else p for p in pods]
+
+    def _on_claim(self, key: str) -> None:
+        # A claim's NIC changed: the jobs of the pods using it decide again.
+        namespace = key.split("/", 1)[0]
+        for pod in self.pods.by_index("claim", key, namespace=namespace):
+            if pod.job is not None:
+                self._enqueue(pod.job)
 
     def _on_configmap(self, old: ConfigMapRecord | None, new: ConfigMapRecord | None) -> None:
         self.agent.on_configmap(old, new)
@@ -281,7 +317,15 @@ class Controller:
         """Every informer of this controller."""
         runtimes = [self.runtimes] if self.runtimes else []
         nodes: list[Reflector[Any]] = [r for r in (self.nodes, self.hypernodes) if r is not None]
-        return [*(r for s in self.workloads.values() for r in s), *runtimes, *nodes, *self.pods, *self.configmaps]
+        claims = list(self.claims) if self.claims is not None else []
+        return [
+            *(r for s in self.workloads.values() for r in s),
+            *runtimes,
+            *nodes,
+            *self.pods,
+            *self.configmaps,
+            *claims,
+        ]
 
     def synced(self) -> bool:
         """True once every informer has listed (the /readyz condition)."""
@@ -339,6 +383,8 @@ class Controller:
             self.runtimes = None
         if not self.api_available["hypernodes"]:
             self.hypernodes = None
+        if not self.api_available["resourceclaims"]:
+            self.claims = None
 
     async def start_informers(self) -> None:
         """Start every informer and wait until all caches synced."""

@@ -21,6 +21,7 @@ __all__ = [
     "LEASES",
     "NODES",
     "PODS",
+    "RESOURCE_CLAIMS",
     "RUNTIMES",
     "VOLCANO_JOBS",
     "Resource",
@@ -66,6 +67,8 @@ NODES: Final = Resource("", "v1", "nodes", namespaced=False)
 #: Volcano's HyperNodes (cluster-scoped): network domains, a source of topology paths.
 HYPERNODES: Final = Resource(hypernode.GROUP, hypernode.VERSION, hypernode.PLURAL, namespaced=False)
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
+#: DRA ResourceClaims (``resource.k8s.io/v1``, Kubernetes 1.34+): a NIC's address in ``status.devices[].networkData``.
+RESOURCE_CLAIMS: Final = Resource("resource.k8s.io", "v1", "resourceclaims")
 VOLCANO_JOBS: Final = Resource("batch.volcano.sh", "v1alpha1", "jobs")
 #: Kubeflow Trainer's ClusterTrainingRuntimes (cluster-scoped): where a TrainJob without numNodes finds its count.
 RUNTIMES: Final = Resource(trainjob.GROUP, trainjob.VERSION, trainjob.RUNTIME_PLURAL, namespaced=False)

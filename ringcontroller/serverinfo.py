@@ -146,6 +146,13 @@ OPTIONAL_APIS: Final = (
         hint="install Kubeflow Trainer's CRDs, then restart",
     ),
     OptionalApi(
+        name="resourceclaims",
+        group_version="resource.k8s.io/v1",
+        resource="resourceclaims",
+        feature="members' addresses from a DRA-allocated NIC (the ring-controller.io/network-claim annotation)",
+        hint="Kubernetes 1.34 or newer serves resource.k8s.io/v1 (DRA); then restart",
+    ),
+    OptionalApi(
         name="validatingadmissionpolicies",
         group_version="admissionregistration.k8s.io/v1",
         resource="validatingadmissionpolicies",

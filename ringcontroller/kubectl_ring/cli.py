@@ -20,7 +20,14 @@ from collections.abc import Sequence
 from typing import Final
 
 from model import trainjob
-from model.keys import DEFAULT_LABEL_KEY, DEFAULT_PORT, MANAGED_LABEL, MANAGED_VALUE, RANK_ORDER_ANNOTATION
+from model.keys import (
+    DEFAULT_LABEL_KEY,
+    DEFAULT_PORT,
+    MANAGED_LABEL,
+    MANAGED_VALUE,
+    NETWORK_CLAIM_ANNOTATION,
+    RANK_ORDER_ANNOTATION,
+)
 from model.kinds import KINDS
 from model.pod import pod_record
 from model.records import key_of, object_key, split_group
@@ -39,7 +46,7 @@ from ringcontroller.kubectl_ring.api import (
     ReadError,
 )
 from ringcontroller.kubectl_ring.jobs import JobView, Snapshot, find, launch_setup, pod_env, views
-from ringcontroller.resource import HYPERNODES, NODES, RUNTIMES, of_kind
+from ringcontroller.resource import HYPERNODES, NODES, RESOURCE_CLAIMS, RUNTIMES, of_kind
 
 EXIT_OK: Final = 0
 EXIT_ERROR: Final = 1
@@ -230,6 +237,14 @@ def read(reader: Reader, namespace: str | None, *, label_key: str, rank_order: s
             pass  # Volcano's network topology is not installed
         except ReadError as err:
             print(f"note: HyperNodes not readable ({err}): their tiers are left out", file=sys.stderr)
+    claims: list[Json] = []
+    if any(NETWORK_CLAIM_ANNOTATION in ((raw.get("metadata") or {}).get("annotations") or {}) for _, raw in workloads):
+        try:
+            claims = reader.items(RESOURCE_CLAIMS, namespace=namespace)
+        except NotServed:
+            pass  # no DRA on this cluster: the members wait, as the controller's do
+        except ReadError as err:
+            print(f"note: ResourceClaims not readable ({err}): their NICs are unknown", file=sys.stderr)
     return Snapshot(
         workloads=tuple(workloads),
         pods=tuple(pods),
@@ -237,6 +252,7 @@ def read(reader: Reader, namespace: str | None, *, label_key: str, rank_order: s
         runtimes=runtimes,
         nodes=tuple(nodes),
         hypernodes=tuple(hypernodes),
+        claims=tuple(claims),
     )
 
 

@@ -24,8 +24,9 @@ from model.configmap import configmap_record
 from model.hypernode import HyperNodeIndex, hypernode_record
 from model.keys import CONFIG_VOLUME_NAMES, DEFAULT_PORT
 from model.kinds import KINDS, WorkloadKind
-from model.pod import pod_record
-from model.records import ConfigMapRecord, JobKey, PodRecord, WorkloadRecord, object_key
+from model.network import claim_record
+from model.pod import pod_record, with_claim_networks
+from model.records import ConfigMapRecord, JobKey, PodRecord, WorkloadRecord, key_of, object_key
 from model.serving import serving_workload
 from model.topology import RULE_SPEC, RankOrder, RankRule, node_path, rule_for
 from ranktable.clusterspec import CLUSTER_FILE, HCCL_FILE, ClusterSpec, SpecError, spec_from_json
@@ -57,7 +58,8 @@ class Snapshot:
     ``numNodes`` of each ClusterTrainingRuntime a TrainJob refers to (None:
     absent or without one); ``nodes``: the nodes, read only when a job is
     topology-ordered (their labels give the topology paths), and Volcano's
-    HyperNodes then too.
+    HyperNodes then too; ``claims``: the ResourceClaims, read only when a job
+    takes its addresses from one (``ring-controller.io/network-claim``).
     """
 
     workloads: tuple[tuple[str, Json], ...]
@@ -67,6 +69,7 @@ class Snapshot:
     events: tuple[Json, ...] = ()
     nodes: tuple[Json, ...] = ()
     hypernodes: tuple[Json, ...] = ()
+    claims: tuple[Json, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,9 +158,12 @@ def views(
         kind = by_short[short]
         record = kind.record(raw, label_key=label_key)
         records[(short, object_key(record.namespace, record.name))] = record
+    claims = {str(key_of(raw)): claim_record(raw) for raw in snapshot.claims}
     pods_by_job: dict[JobKey, list[tuple[PodRecord, Json]]] = {}
     for raw_pod in snapshot.pods:
         pod = pod_record(raw_pod, default_port=default_port)
+        if pod.claims and claims:
+            pod = with_claim_networks(pod, claims.get)
         if pod.job is not None:
             pods_by_job.setdefault(pod.job, []).append((pod, raw_pod))
     out: list[JobView] = []

@@ -162,6 +162,7 @@ class TestRbac:
             assert rules_for(rules, group, resource) == read, (group, resource)
         assert rules_for(rules, "", "nodes") == read  # topology rank order: node labels
         assert rules_for(rules, "topology.volcano.sh", "hypernodes") == read
+        assert rules_for(rules, "resource.k8s.io", "resourceclaims") == read  # DRA NICs (network-claim)
         assert rules_for(rules, "", "configmaps") == {"get", "list", "watch", "create", "update", "patch"}
         assert rules_for(rules, "", "events") == {"create", "patch"}
         assert rules_for(rules, "events.k8s.io", "events") == {"create", "patch"}
@@ -172,6 +173,7 @@ class TestRbac:
             ("trainer.kubeflow.org", "trainjobs"), ("trainer.kubeflow.org", "clustertrainingruntimes"), ("apps", "deployments"), ("", "configmaps"),
             ("", "events"), ("events.k8s.io", "events"), ("apps", "statefulsets"), ("batch", "jobs"),
             ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+            ("resource.k8s.io", "resourceclaims"),
         }  # fmt: skip
 
     def test_every_watched_kind_is_readable(self, rbac: list[Json]) -> None:

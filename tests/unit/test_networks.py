@@ -14,18 +14,25 @@ import pytest
 
 from agent.decide import STATUS_INVALID, decide, explain
 from agent.worker import _event_reason
-from model.keys import IP_FAMILY_ANNOTATION, NETWORK_ANNOTATION, NETWORK_STATUS_ANNOTATION, REGISTERED_ANNOTATION
+from model.keys import (
+    IP_FAMILY_ANNOTATION,
+    NETWORK_ANNOTATION,
+    NETWORK_CLAIM_ANNOTATION,
+    NETWORK_STATUS_ANNOTATION,
+    REGISTERED_ANNOTATION,
+)
 from model.network import (
     AddressRule,
     Reached,
     Unreached,
+    claim_record,
     distinct_ports,
     parse_family,
     parse_network,
     parse_network_status,
     reach,
 )
-from model.pod import pod_record
+from model.pod import pod_record, with_claim_networks
 from model.records import PodRecord, WorkloadRecord
 from model.volcano import workload_record
 from ranktable import records
@@ -392,3 +399,77 @@ def test_an_interface_name_is_checked_in_the_spec() -> None:
     good = records.replace(spec, members=(records.replace(spec.members[0], interface="net1"),))
     assert spec_from_json(spec_to_json(good)).members[0].interface == "net1"
     assert network_env(good, pod=good.members[0].pod)["GLOO_SOCKET_IFNAME"] == "net1"
+
+
+# DRA-allocated NICs ---------------------------------------------------------------------------
+
+
+def _claim(*, ips: list[str], interface: str = "eth1", name: str = "nic-claim-0") -> Json:
+    """A ResourceClaim as a DRA driver leaves it: allocated, its device's networkData reported."""
+    device = {"driver": "nic.example.com", "pool": "node-a", "device": "nic-0"}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "ml"},
+        "status": {
+            "allocation": {"devices": {"results": [{**device, "request": "nic"}]}},
+            "devices": [
+                {
+                    **device,
+                    "networkData": {"interfaceName": interface, "ips": ips, "hardwareAddress": "aa:bb:cc:00:00:01"},
+                }
+            ],
+        },
+    }
+
+
+def _claiming(raw: Json, index: int, *, template: bool = False, **kw: Any) -> PodRecord:
+    pod = volcano_pod(raw, task="worker", index=index, uid=f"u{index}", ip=f"10.244.0.{11 + index}", phase="Running")
+    claim = f"nic-claim-{index}"
+    if template:
+        pod["spec"]["resourceClaims"] = [{"name": "nic", "resourceClaimTemplateName": "nic-template"}]
+        pod["status"]["resourceClaimStatuses"] = [{"name": "nic", "resourceClaimName": claim}]
+    else:
+        pod["spec"]["resourceClaims"] = [{"name": "nic", "resourceClaimName": claim}]
+    return pod_record(pod)
+
+
+def test_a_claim_job_lists_each_members_nic_address_and_interface() -> None:
+    raw, wl = _job([("worker", 2)], annotations={NETWORK_CLAIM_ANNOTATION: "nic"})
+    assert wl.address == AddressRule(claim="nic")
+    claims = {
+        f"ml/nic-claim-{i}": claim_record(_claim(ips=[f"192.0.2.{5 + i}/24", f"2001:db8::{5 + i}/64"]))
+        for i in range(2)
+    }
+    pods = [_claiming(raw, 0), _claiming(raw, 1, template=True)]
+    assert pods[1].claims == (("nic", "nic-claim-1"),)
+    waiting = decide(wl, pods, previous=None)  # the claims' statuses not known yet
+    assert waiting.spec.status == "initializing" and {p.reason for p in waiting.problems} == {"network_missing"}
+    assert "ResourceClaim nic-claim-0 reports no address yet" in waiting.problems[0].message
+    d = decide(wl, [with_claim_networks(p, claims.get) for p in pods], previous=None)
+    assert d.spec.status == "completed"
+    assert [(m.ip, m.interface) for m in d.spec.members] == [("192.0.2.5", "eth1"), ("192.0.2.6", "eth1")]
+    env = member_env(d.spec, pod="j-worker-1")
+    assert env["NCCL_SOCKET_IFNAME"] == "=eth1" and env["HCCL_IF_IP"] == "192.0.2.6"
+    raw6, wl6 = _job([("worker", 2)], annotations={NETWORK_CLAIM_ANNOTATION: "nic", IP_FAMILY_ANNOTATION: "IPv6"})
+    d6 = decide(wl6, [with_claim_networks(_claiming(raw6, i), claims.get) for i in range(2)], previous=None)
+    assert [m.ip for m in d6.spec.members] == ["2001:db8::5", "2001:db8::6"]
+
+
+def test_a_claim_without_the_pod_reference_or_with_bad_network_data_waits() -> None:
+    raw, wl = _job([("worker", 1)], annotations={NETWORK_CLAIM_ANNOTATION: "fastnic"})
+    d = decide(wl, [_claiming(raw, 0)], previous=None)
+    assert "has no resource claim 'fastnic' (spec.resourceClaims)" in d.problems[0].message
+    bad = claim_record(_claim(ips=["192.0.2.300/24"]))
+    assert isinstance(bad, str) and "not an address in CIDR notation" in bad
+    raw, wl = _job([("worker", 1)], annotations={NETWORK_CLAIM_ANNOTATION: "nic"})
+    d = decide(wl, [with_claim_networks(_claiming(raw, 0), {"ml/nic-claim-0": bad}.get)], previous=None)
+    assert d.spec.status == "initializing" and [p.reason for p in d.problems] == ["invalid_network_status"]
+    assert claim_record({"status": {"devices": [{"driver": "gpu.example.com", "pool": "p", "device": "g0"}]}}) is None
+
+
+def test_the_two_network_annotations_are_exclusive() -> None:
+    raw, wl = _job([("worker", 1)], annotations={NETWORK_CLAIM_ANNOTATION: "nic", NETWORK_ANNOTATION: "fast"})
+    assert wl.address_error is not None and "choose one network" in wl.address_error
+    d = decide(wl, [_claiming(raw, 0)], previous=None)
+    assert d.status == STATUS_INVALID and [p.reason for p in d.problems] == ["invalid_workload"]

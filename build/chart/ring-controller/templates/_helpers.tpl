@@ -60,6 +60,11 @@ each verb is there.
   resources: ["hypernodes"]
   verbs: ["get", "list", "watch"]
 {{- end }}
+# DRA ResourceClaims: the NIC a job's members are reached on
+# (ring-controller.io/network-claim): read-only.
+- apiGroups: ["resource.k8s.io"]
+  resources: ["resourceclaims"]
+  verbs: ["get", "list", "watch"]
 # Watched workloads (read-only).
 - apiGroups: ["batch.volcano.sh"]
   resources: ["jobs"]
