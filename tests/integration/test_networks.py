@@ -22,7 +22,7 @@ from model.keys import REGISTERED_ANNOTATION
 from ranktable.registration import registration_value
 from ringdevcluster.kwok import node_manifest
 from tests.support.controllerproc import ControllerProcess
-from tests.support.factories import deployment, pod_template, volcano_job
+from tests.support.factories import deployment, pod_template, volcano_job, volcano_pod
 from tests.support.kubectlring import ring, section
 from tests.support.kubehelp import (
     create_pods,
@@ -37,6 +37,7 @@ from tests.support.kubehelp import (
 pytestmark = pytest.mark.integration
 
 KWOK_NODE = "kwok-node-0"
+Json = dict[str, Any]
 
 
 def _warnings(k8s: Any, namespace: str, name: str, reason: str) -> list[Any]:
@@ -245,3 +246,65 @@ def _reconciles(proc: ControllerProcess) -> float:
         proc.metric("controller_runtime_reconcile_total", result=r) or 0.0
         for r in ("success", "error", "requeue", "requeue_after")
     )
+
+
+def _nic_claim(name: str) -> Json:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {"devices": {"requests": [{"name": "nic", "exactly": {"deviceClassName": "nic.example.com"}}]}},
+    }
+
+
+def _report_nic(k8s: Any, namespace: str, name: str, *, n: int) -> None:
+    """Allocate the claim's device and report its NIC, as the scheduler and a DRA network driver would."""
+    device = {"driver": "nic.example.com", "pool": "kwok-node-0", "device": f"nic-{n}"}
+    status = {
+        "status": {
+            "allocation": {"devices": {"results": [{**device, "request": "nic"}]}},
+            "devices": [
+                {
+                    **device,
+                    "networkData": {
+                        "interfaceName": "eth9",
+                        "ips": [f"192.0.2.{n}/24"],
+                        "hardwareAddress": f"aa:bb:cc:00:00:{n:02x}",
+                    },
+                }
+            ],
+        }
+    }
+    k8s.custom.patch_namespaced_custom_object_status("resource.k8s.io", "v1", namespace, "resourceclaims", name, status)
+
+
+def test_a_claim_job_waits_for_the_dra_driver_then_lists_each_nics_address(
+    k8s: Any, namespace: str, controller: ControllerProcess, kubeconfig: Path
+) -> None:
+    for i in range(2):
+        k8s.custom.create_namespaced_custom_object(
+            "resource.k8s.io", "v1", namespace, "resourceclaims", _nic_claim(f"nic-{i}")
+        )
+    raw = volcano_job("dra", tasks=[("worker", 2)])
+    raw["metadata"]["annotations"] = {"ring-controller.io/network-claim": "nic"}
+    job = create_volcano_job(k8s, namespace, raw)
+    for i in range(2):
+        (pod,) = [volcano_pod(job, task="worker", index=i, node=KWOK_NODE)]
+        pod["spec"]["resourceClaims"] = [{"name": "nic", "resourceClaimName": f"nic-{i}"}]
+        k8s.core.create_namespaced_pod(namespace, pod)
+    wait_for(lambda: running_pods(k8s, namespace, ["dra-worker-0", "dra-worker-1"]), what="pods running")
+    wait_for(
+        lambda: any(
+            "ResourceClaim nic-1 reports no address yet" in (e.message or "")
+            for e in _warnings(k8s, namespace, "dra", "NetworkNotAttached")
+        ),
+        what="the NetworkNotAttached Event naming the claim",
+    )
+    text = ring("describe", "-n", namespace, "dra", kubeconfig=kubeconfig).stdout
+    assert "not on network" in text and "ResourceClaim nic-0 reports no address yet" in text
+    _report_nic(k8s, namespace, "nic-0", n=10)
+    _report_nic(k8s, namespace, "nic-1", n=11)
+    spec = wait_spec(k8s, namespace, "rings-config-dra")
+    assert [(m["ip"], m["interface"]) for m in spec["members"]] == [("192.0.2.10", "eth9"), ("192.0.2.11", "eth9")]
+    env = _env("dra-worker-0", namespace, kubeconfig)
+    assert (env["GLOO_SOCKET_IFNAME"], env["MASTER_ADDR"]) == ("eth9", "192.0.2.10")
