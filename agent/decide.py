@@ -732,9 +732,15 @@ def decide(
     )
 
 
+_DEFAULT_RULE: Final = AddressRule()
+
+
 def _reach(pod: PodRecord, rule: AddressRule) -> tuple[SlotState, Problem | None, Reached | None]:
     """Where a counting pod is reached under the job's address rule (:func:`model.network.reach`),
-    or the state and Problem that keep it from counting. One rule for :func:`decide` and :func:`explain`."""
+    or the state and Problem that keep it from counting. One rule for :func:`decide` and :func:`explain`.
+    Under the default rule (primary IP, pod network) nothing is looked up: None, the pod's own address."""
+    if rule == _DEFAULT_RULE:
+        return COUNTING, None, None
     found = reach(
         pod=pod.name,
         ips=pod.ips,
