@@ -386,7 +386,7 @@ def describe_text(view: JobView, *, events: Sequence[Json] = (), label_key: str,
                 m.task,
                 str(m.index),
                 m.pod,
-                f"{m.ip}:{m.port}",
+                m.address + (f" on {m.interface}" if m.interface else ""),
                 m.node or "-",
                 ",".join(d.device_id for d in m.devices) or "-",
                 *(["/".join(v or "-" for v in m.topology) or "-"] if topology else []),
@@ -410,7 +410,7 @@ def describe_text(view: JobView, *, events: Sequence[Json] = (), label_key: str,
                 s.task,
                 str(s.index),
                 s.pod.name if s.pod else "<none>",
-                f"{s.pod.ip}:{s.pod.port}" if s.pod and s.pod.ip else "-",
+                _pod_address(s.pod.ip, s.pod.port) if s.pod and s.pod.ip else "-",
                 (s.pod.node if s.pod else "") or "-",
                 _devices(s),
                 STATE_WORDS[s.state],
@@ -463,6 +463,12 @@ def rank_order_text(view: JobView) -> str:
     levels = " / ".join(written.topology_keys) if written is not None and written.rank_order else ""
     where = f"; TOPOLOGY column: {levels}" if levels else ""
     return f"topology (the nodes' topology path, then spec order; {source}{where})"
+
+
+def _pod_address(ip: str, port: int) -> str:
+    """A pod's primary ``ip:port`` (IPv6 bracketed) before the spec is written: the spec's
+    own address may differ (another family, a secondary network, a hostNetwork port)."""
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
 def advice(view: JobView, *, label_key: str) -> list[str]:

@@ -473,3 +473,22 @@ def test_the_two_network_annotations_are_exclusive() -> None:
     assert wl.address_error is not None and "choose one network" in wl.address_error
     d = decide(wl, [_claiming(raw, 0)], previous=None)
     assert d.status == STATUS_INVALID and [p.reason for p in d.problems] == ["invalid_workload"]
+
+
+def test_kubectl_ring_describe_shows_the_spec_address_bracketed_with_its_interface() -> None:
+    from ringcontroller.kubectl_ring import render
+    from ringcontroller.kubectl_ring.jobs import job_view
+
+    raw, wl = _job([("worker", 2)], annotations={IP_FAMILY_ANNOTATION: "IPv6"})
+    pods = [_pod(raw, i, ips=(f"127.1.0.{11 + i}", f"fd00::{11 + i}")) for i in range(2)]
+    d = decide(wl, pods, previous=None)
+    assert d.data is not None
+    cm = {
+        "metadata": {"name": "rings-config-j", "namespace": "ml", "labels": {"ring-controller.io/managed": "true"}},
+        "data": d.data,
+    }
+    text = render.describe_text(job_view(wl, pods, {}, cm), label_key=LABEL)
+    assert "[fd00::11]:2222" in text and "[fd00::12]:2222" in text
+    spec = make_spec([("worker", 1)])
+    attached = records.replace(spec, members=(records.replace(spec.members[0], interface="net1"),))
+    assert attached.members[0].address + " on net1" == "127.1.0.1:2222 on net1"
