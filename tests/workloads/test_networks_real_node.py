@@ -19,7 +19,7 @@ import pytest
 
 from tests.support import nodejobs
 from tests.support.controllerproc import ControllerProcess
-from tests.support.kubehelp import read_spec, wait_for
+from tests.support.kubehelp import wait_for, wait_spec
 from tests.workloads.test_tf_real_node import VOLCANO, _finished, _volcano_pods, volcano_job
 
 pytestmark = pytest.mark.e2e
@@ -58,11 +58,11 @@ def test_two_host_network_workers_on_one_node_train_on_distinct_ports(
         timeout=120,
         what="2 Volcano pods",
     )
+    # The completed spec, read while the workers train (Volcano's end of the job is a new version).
+    spec = wait_spec(k8s, namespace, "rings-config-tfhost", timeout=180)
     pods = _finished(k8s, namespace, pods)
     (ip,) = {p.status.pod_ip for p in pods}  # both on the node's IP
     assert ip == pods[0].status.host_ip
-    spec = read_spec(k8s, namespace, "rings-config-tfhost")
-    assert spec is not None
     assert [(m["pod"], m["ip"], m["port"]) for m in spec["members"]] == [
         ("tfhost-worker-0", ip, PORT),
         ("tfhost-worker-1", ip, PORT + 1),
