@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from ranktable.clusterspec import ClusterSpec, member_for_pod, require_completed
 
-TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.records)
+TYPE_CHECKING = False  # typing is not imported at run time (see ranktable.frozen)
 if TYPE_CHECKING:
     from typing import Final
 

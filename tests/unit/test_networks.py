@@ -35,7 +35,7 @@ from model.network import (
 from model.pod import pod_record, with_claim_networks
 from model.records import PodRecord, WorkloadRecord
 from model.volcano import workload_record
-from ranktable import records
+from ranktable import frozen
 from ranktable.clusterspec import ClusterSpec, SpecError, spec_from_json, spec_to_json
 from ranktable.exports import member_env
 from ranktable.hostfile import hostfile_text
@@ -168,7 +168,7 @@ def test_an_ipv4_only_member_of_an_ipv6_job_waits_with_the_reason() -> None:
 
 def test_a_spec_never_mixes_families() -> None:
     spec = make_spec([("worker", 2)])
-    mixed = records.replace(spec, members=(spec.members[0], records.replace(spec.members[1], ip="fd00::2")))
+    mixed = frozen.replace(spec, members=(spec.members[0], frozen.replace(spec.members[1], ip="fd00::2")))
     with pytest.raises(SpecError, match=r"members\[1\].ip: 'fd00::2' is of another IP family"):
         spec_to_json(mixed)
 
@@ -195,8 +195,8 @@ def test_self_registration_carries_every_ip_and_the_family_is_chosen_from_it() -
 
 
 def _v6(spec: ClusterSpec) -> ClusterSpec:
-    return records.replace(
-        spec, members=tuple(records.replace(m, ip=f"fd00::{m.rank + 1}", port=2222) for m in spec.members)
+    return frozen.replace(
+        spec, members=tuple(frozen.replace(m, ip=f"fd00::{m.rank + 1}", port=2222) for m in spec.members)
     )
 
 
@@ -393,10 +393,10 @@ def test_network_and_family_together_pick_that_familys_address_on_the_attachment
 def test_an_interface_name_is_checked_in_the_spec() -> None:
     spec = make_spec([("worker", 1)])
     for bad in ("a" * 16, "net/1", "net 1", "=net1", "a,b"):
-        broken = records.replace(spec, members=(records.replace(spec.members[0], interface=bad),))
+        broken = frozen.replace(spec, members=(frozen.replace(spec.members[0], interface=bad),))
         with pytest.raises(SpecError, match="interface"):
             spec_to_json(broken)
-    good = records.replace(spec, members=(records.replace(spec.members[0], interface="net1"),))
+    good = frozen.replace(spec, members=(frozen.replace(spec.members[0], interface="net1"),))
     assert spec_from_json(spec_to_json(good)).members[0].interface == "net1"
     assert network_env(good, pod=good.members[0].pod)["GLOO_SOCKET_IFNAME"] == "net1"
 
@@ -490,5 +490,5 @@ def test_kubectl_ring_describe_shows_the_spec_address_bracketed_with_its_interfa
     text = render.describe_text(job_view(wl, pods, {}, cm), label_key=LABEL)
     assert "[fd00::11]:2222" in text and "[fd00::12]:2222" in text
     spec = make_spec([("worker", 1)])
-    attached = records.replace(spec, members=(records.replace(spec.members[0], interface="net1"),))
+    attached = frozen.replace(spec, members=(frozen.replace(spec.members[0], interface="net1"),))
     assert attached.members[0].address + " on net1" == "127.1.0.1:2222 on net1"

@@ -183,9 +183,9 @@ def test_every_variable_of_the_table_is_exported_and_nothing_else() -> None:
     # Every condition of the table holds: devices, a secondary network's interface, an IPv6 address
     # shared by both members (the second one gets HCCL_IF_BASE_PORT).
     spec = make_spec([("worker", 2)], devices=1)
-    members = tuple(records.replace(m, ip="fd00::1", interface="net1") for m in spec.members)
+    members = tuple(frozen.replace(m, ip="fd00::1", interface="net1") for m in spec.members)
     env = member_env(
-        records.replace(spec, members=members), pod="job-worker-1", rank_table_file="/x/hccl.json", hostfile_dir="/h"
+        frozen.replace(spec, members=members), pod="job-worker-1", rank_table_file="/x/hccl.json", hostfile_dir="/h"
     )
     listed = {word.strip(";") for f in FRAMEWORKS for word in f.exports.split() if word.isupper() or "_" in word}
     listed.discard("RING_RESTART_COUNT")  # set by the supervisor, per start
