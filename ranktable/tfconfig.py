@@ -41,7 +41,12 @@ from typing import TYPE_CHECKING
 from ranktable.clusterspec import KNOWN_ROLES, SINGLETON_ROLES, ClusterSpec, SpecError, member_for_pod
 
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Final
+
+
+#: Set by ``ring-launch`` when ``TF_CONFIG`` did not fit the exec limit: the file holding its value
+#: (:func:`ranktable.exports.file_variable` of ``TF_CONFIG``).
+TF_CONFIG_FILE_ENV: Final = "RING_TF_CONFIG_FILE"
 
 
 def tf_config(spec: ClusterSpec, *, pod: str) -> dict[str, Any]:
@@ -81,7 +86,10 @@ def setup_tf_config(
 ) -> dict[str, Any]:
     """Wait for the completed spec holding this pod, set ``os.environ["TF_CONFIG"]``, return it.
 
-    Call it before ``import tensorflow``. ``config_dir`` defaults to
+    Call it before ``import tensorflow``. Under ``ring-launch``, when
+    ``TF_CONFIG`` was over the exec limit and the launcher put it in the file
+    ``$RING_TF_CONFIG_FILE`` names (:data:`ranktable.exports.FILE_FORMS`), it
+    is taken from that file and nothing is waited for. ``config_dir`` defaults to
     ``$RING_CONFIG_DIR`` or ``/etc/ring-config``; ``timeout`` (seconds) to
     ``$RING_TIMEOUT`` or 600; ``pod`` to ``$POD_NAME``, then ``$HOSTNAME``.
     ``$POD_UID``/``$POD_IP``, when set, must match the member (a spec written
@@ -92,6 +100,15 @@ def setup_tf_config(
     """
     from ranktable.launch import wait
 
+    exported = os.environ.get(TF_CONFIG_FILE_ENV)
+    if exported:
+        with open(exported, encoding="utf-8") as handle:
+            text = handle.read()
+        config: dict[str, Any] = json.loads(text)
+        os.environ["TF_CONFIG"] = text
+        task = config.get("task", {})
+        _log(f"TF_CONFIG from {exported}: {len(text):,} bytes, task {task.get('type')} {task.get('index')}")
+        return config
     source = wait.FileSource(config_dir or wait.default_config_dir())
     identity = wait.identity_from_env(pod)
     ready = wait.wait_for_spec(

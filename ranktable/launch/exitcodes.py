@@ -11,6 +11,7 @@ ERROR = 1
 USAGE = 2
 NOT_IN_SPEC = 3
 RESTARTS_SPENT = 4
+EXEC_LIMIT = 7
 MALFORMED = 65
 DAMAGED = 66
 OLD_PYTHON = 69
@@ -26,6 +27,7 @@ TABLE = {
     USAGE: "usage error",
     NOT_IN_SPEC: "this pod is not in the completed spec",
     RESTARTS_SPENT: "--max-restarts spent (--supervise)",
+    EXEC_LIMIT: "CMD's environment over the exec limit (E2BIG)",
     MALFORMED: "malformed spec",
     DAMAGED: "the launcher file (.pyz) is damaged or incomplete",
     OLD_PYTHON: "Python older than 3.9",

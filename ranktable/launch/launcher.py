@@ -49,7 +49,8 @@ verified and atomically, for an init container.
 
 Exit codes (when CMD was not started or did not end by itself), :mod:`ranktable.launch.exitcodes`:
 2 usage error, 3 this pod never appeared in the completed spec, 4
-``--max-restarts`` spent, 65 malformed spec, 66 the launcher file is damaged,
+``--max-restarts`` spent, 7 CMD's environment over the exec limit
+(:func:`fit_exec_limit`), 65 malformed spec, 66 the launcher file is damaged,
 69 Python older than 3.9 (from the pyz's entry), 77 the API server refused
 (401/403: the Role is missing), 78 no usable API configuration (token
 file, CA bundle, kubeconfig; a server certificate that fails verification;
@@ -59,6 +60,7 @@ not executable / not found.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -66,7 +68,20 @@ import time
 from typing import TYPE_CHECKING
 
 from ranktable.clusterspec import CONFIGMAP_PREFIX, PodNotInSpec, SpecError
-from ranktable.exports import frameworks_text, member_env
+from ranktable.exports import (
+    OVERSIZED_ENV,
+    ExecLimitError,
+    ExecLimits,
+    Overflow,
+    entry_size,
+    exec_limits,
+    exec_overflow,
+    file_reader,
+    file_variable,
+    frameworks_text,
+    member_env,
+    oversized,
+)
 from ranktable.hostfile import FILE_NAMES, hostfile_text
 from ranktable.launch import exitcodes, launchopts, pyzfile
 from ranktable.launch.wait import (
@@ -85,6 +100,7 @@ from ranktable.stored import replace_file, temp_dir
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Mapping, Sequence
     from typing import Final
 
     from ranktable.launch.apiwatch import ApiSource
@@ -99,6 +115,7 @@ DEFAULT_MAX_RESTARTS: Final = launchopts.DEFAULT_MAX_RESTARTS
 
 EXIT_USAGE: Final = exitcodes.USAGE
 EXIT_NOT_IN_SPEC: Final = exitcodes.NOT_IN_SPEC
+EXIT_EXEC_LIMIT: Final = exitcodes.EXEC_LIMIT
 EXIT_MALFORMED: Final = exitcodes.MALFORMED
 EXIT_DAMAGED: Final = exitcodes.DAMAGED
 EXIT_API_DENIED: Final = exitcodes.API_DENIED
@@ -237,6 +254,58 @@ def launch_env(ready: Ready, *, rank_table_file: str | None, hostfile_dir: str |
     return member_env(ready.spec, pod=ready.member.pod, rank_table_file=rank_table_file, hostfile_dir=hostfile_dir)
 
 
+def fit_exec_limit(
+    env: dict[str, str],
+    *,
+    command: Sequence[str],
+    directory: str | None,
+    inherited: Mapping[str, str],
+    limits: ExecLimits | None = None,
+) -> dict[str, str]:
+    """``env`` made to fit the exec limit (:mod:`ranktable.exports`), or :class:`ExecLimitError`.
+
+    Each variable of ``env`` whose ``NAME=value`` is over the per-string
+    limit is left out: its value is written to ``directory/NAME`` and
+    ``RING_NAME_FILE`` names that file, with one warning line naming the
+    variable, its size, the limit and who reads it
+    (:data:`ranktable.exports.FILE_FORMS`). The launcher cannot know which
+    framework the trainer is, so a variable only one framework reads does
+    not stop the others' trainers; ``$RING_OVERSIZED=stop`` stops instead
+    (for a TensorFlow trainer that would otherwise start without
+    ``TF_CONFIG``, as a single worker). Raises :class:`ExecLimitError` when a
+    variable is over and ``RING_OVERSIZED=stop``, ``directory`` is None or
+    not writable, and when ``inherited`` (the launcher's own environment)
+    overlaid with the result and ``command`` still would not fit.
+    """
+    limits = limits if limits is not None else exec_limits()
+    stop = inherited.get(OVERSIZED_ENV, "").strip().lower() == "stop"
+    fitted = dict(env)
+    for name in oversized(env, per_string=limits.per_string):
+        overflow = Overflow(what=name, size=entry_size(name, env[name]), limit=limits.per_string, kind="per_string")
+        if stop:
+            raise ExecLimitError(overflow, f"{OVERSIZED_ENV}=stop")
+        if directory is None:
+            raise ExecLimitError(overflow, "and no writable directory to put it in a file (--hostfile-dir)")
+        path = os.path.join(directory, name)
+        try:
+            os.makedirs(directory, exist_ok=True)
+            replace_file(path, env[name].encode("utf-8"))
+        except OSError as err:
+            raise ExecLimitError(overflow, f"and {path} cannot be written ({err})") from None
+        del fitted[name]
+        fitted[file_variable(name)] = path
+        _log(
+            f"warning: {overflow.message}: not exported; its value is in {path} "
+            f"(${file_variable(name)}). {file_reader(name)}"
+        )
+    merged = dict(inherited)
+    merged.update(fitted)
+    over_all = exec_overflow(merged, list(command), limits=limits)
+    if over_all is not None:
+        raise ExecLimitError(over_all)
+    return fitted
+
+
 def main(argv: list[str] | None = None, *, early: Early | None = None) -> int:
     """Run ``ring-launch``; returns an exit code only when CMD could not be started.
 
@@ -326,7 +395,10 @@ def main(argv: list[str] | None = None, *, early: Early | None = None) -> int:
         elif ready.spec.has_devices:
             _log("warning: the spec lists Ascend devices but holds no hccl.json; RANK_TABLE_FILE is not set")
         written = write_hostfiles(ready, hostfile_dir)
-        return launch_env(ready, rank_table_file=rank_table_file, hostfile_dir=written)
+        env = launch_env(ready, rank_table_file=rank_table_file, hostfile_dir=written)
+        if args.print_as is not None:
+            return env
+        return fit_exec_limit(env, command=command, directory=written, inherited=os.environ)
 
     try:
         ready = wait_for_spec(source, identity, timeout=timeout, progress=_log)
@@ -334,6 +406,9 @@ def main(argv: list[str] | None = None, *, early: Early | None = None) -> int:
     except PodNotInSpec as err:
         _log(f"error: {err}")
         return EXIT_NOT_IN_SPEC
+    except ExecLimitError as err:
+        _log(f"error: {err}")
+        return EXIT_EXEC_LIMIT
     except SpecError as err:
         _log(f"error: {err}")
         return EXIT_MALFORMED
@@ -393,6 +468,18 @@ def main(argv: list[str] | None = None, *, early: Early | None = None) -> int:
         _log(f"error: command not executable: {command[0]}")
         return EXIT_NOT_EXECUTABLE
     except OSError as err:
+        if err.errno == errno.E2BIG:  # fit_exec_limit's estimate fell short of this kernel's count
+            limits = exec_limits()
+            _log(
+                f"error: cannot exec {command[0]}: the command line and environment are over the exec limit "
+                f"(E2BIG; {limits.per_string:,} bytes per variable, {limits.total:,} in all); the largest "
+                "variables: "
+                + ", ".join(
+                    f"{k} {entry_size(k, v):,} bytes"
+                    for k, v in sorted(os.environ.items(), key=lambda kv: -entry_size(*kv))[:3]
+                )
+            )
+            return EXIT_EXEC_LIMIT
         _log(f"error: cannot exec {command[0]}: {err}")
         return EXIT_NOT_EXECUTABLE
     return EXIT_ERROR  # unreachable: execvp returns only by raising

@@ -56,6 +56,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ranktable.clusterspec import ClusterSpec, PodNotInSpec, SpecError
+from ranktable.exports import ExecLimitError
 from ranktable.frozen import record
 from ranktable.launch import exitcodes
 from ranktable.launch.wait import Identity, Judge, Log, Ready, Source, quiet
@@ -197,6 +198,8 @@ class Supervisor:
             env.update(self.environment(ready))
         except SpecError as err:
             raise Outcome(65, f"error: {err}") from None
+        except ExecLimitError as err:
+            raise Outcome(exitcodes.EXEC_LIMIT, f"error: {err}") from None
         env[RESTART_COUNT_VAR] = str(self.restarts)
         self._log(
             f"{'start' if self.restarts == 0 else f'restart {self.restarts}'} (epoch {ready.spec.epoch}): "
