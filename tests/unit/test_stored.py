@@ -58,6 +58,29 @@ def test_compression_is_deterministic_so_equal_specs_write_equal_bytes() -> None
     assert pack(FILES, limit=1000) == pack(dict(FILES), limit=1000)
 
 
+def test_files_of_exactly_the_limit_stay_plain_and_one_byte_more_goes_compressed() -> None:
+    """Fit means at most the limit (the API server refuses only a total *over* 1 MiB)."""
+    size = stored.plain_size(FILES)
+    at = pack(FILES, limit=size)
+    assert not at.compressed and at.data == FILES and at.stored_bytes == size
+    assert pack(FILES, limit=size - 1).compressed
+
+
+def test_the_compressed_form_is_byte_identical_for_equal_specs_written_at_different_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """gzip's header carries a time; it is 0, so a re-write of an unchanged spec never looks like a change."""
+    import time
+
+    monkeypatch.setattr(time, "time", lambda: 1_700_000_000.0)
+    first = pack(FILES, limit=1000)
+    monkeypatch.setattr(time, "time", lambda: 1_800_000_000.0)
+    second = pack(dict(FILES), limit=1000)
+    assert first.binary_data == second.binary_data
+    for blob in first.binary_data.values():
+        assert blob[4:8] == b"\0\0\0\0"  # MTIME (RFC 1952)
+
+
 def test_too_large_even_compressed_names_both_sizes() -> None:
     with pytest.raises(TooLarge, match="gzip-compressed") as info:
         pack(FILES, limit=50)
