@@ -73,7 +73,14 @@ from dataclasses import dataclass, field
 from typing import Final, Literal, get_args
 
 from model.ascend import VERSION_1_2, VERSION_2_0, logical_super_pod, rank_order
-from model.keys import CONFIGMAP_DATA_LIMIT, IP_FAMILY_ANNOTATION, MANAGED_LABEL, MANAGED_VALUE, SCALE_OUT_TYPE_LABEL
+from model.keys import (
+    CONFIGMAP_DATA_LIMIT,
+    DEFAULT_MAX_MEMBERS,
+    IP_FAMILY_ANNOTATION,
+    MANAGED_LABEL,
+    MANAGED_VALUE,
+    SCALE_OUT_TYPE_LABEL,
+)
 from model.network import AddressRule, Reached, distinct_ports, family_of, reach
 from model.records import ConfigMapRecord, PodRecord, PodUID, WorkloadRecord
 from model.topology import (
@@ -605,6 +612,7 @@ def decide(
     self_register: bool = False,
     order: RankOrder | None = None,
     held: ClusterSpec | None = None,
+    max_members: int = DEFAULT_MAX_MEMBERS,
 ) -> Decision:
     """The spec and files for ``workload`` given its pods and the last written spec.
 
@@ -618,12 +626,16 @@ def decide(
     ``order``: the controller's rank
     order (None: spec order); ``held``: the last completed spec the caller
     knows of (``previous`` when that is completed), for topology order.
+    ``max_members`` is ``--max-members``: a workload asking for more is
+    invalid (``too_many_members``) before any pod is looked at.
 
     Cost: one pass over the pods and one over the slots; members are built
     (and the files rendered with them) only when the spec completes, and
     device annotations are parsed once per text, so the many syncs of a big
     job that is still coming up stay cheap.
     """
+    if workload.expected > max_members:
+        return _too_many(workload, previous, max_members)
     problems: list[Problem] = []
     wants_devices = workload.wants_devices
     task_devices = {t.name: t.wants_devices for t in workload.tasks}  # a CPU task may sit beside NPU ones
@@ -782,6 +794,22 @@ def _addressed(
         return listed, collision
     moved = tuple(m if port == m.port else replace_record(m, port=port) for m, port in zip(listed, ports, strict=True))
     return moved, None
+
+
+def _too_many(workload: WorkloadRecord, previous: ClusterSpec | None, max_members: int) -> Decision:
+    """The decision for a workload over ``--max-members``: invalid, nothing written, the limit in the problem."""
+    message = (
+        f"{workload.kind} {workload.name} asks for {workload.expected:,} members, over this controller's limit "
+        f"of {max_members:,} (--max-members); no spec is written"
+    )
+    spec = ClusterSpec(
+        status=STATUS_INITIALIZING,
+        job=workload.ref(),
+        epoch=previous.epoch if previous is not None else 0,
+        expected=workload.expected,
+        members=(),
+    )
+    return Decision(spec=spec, data=None, ready=0, problems=(Problem("too_many_members", message),))
 
 
 def _rule(workload: WorkloadRecord, order: RankOrder | None, problems: list[Problem]) -> RankRule:

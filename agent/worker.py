@@ -43,7 +43,7 @@ from agent.api import ApiError, Conflict, KubeAPI, NotFound
 from agent.decide import STATUS_INVALID, Decision, JobStatus, Problem, blocked, decide
 from agent.metrics import AgentMetrics, private
 from model.configmap import configmap_body, configmap_record
-from model.keys import EPOCH_ANNOTATION
+from model.keys import DEFAULT_MAX_MEMBERS, EPOCH_ANNOTATION
 from model.records import ConfigMapRecord, PodRecord, WorkloadRecord
 from model.topology import RankOrder
 from ranktable.clusterspec import CLUSTER_FILE, STATUS_COMPLETED, ClusterSpec, SpecError, spec_from_json
@@ -116,9 +116,11 @@ class JobWorker:
         touch_pods: bool = True,
         self_register: bool = False,
         metrics: AgentMetrics | None = None,
+        max_members: int = DEFAULT_MAX_MEMBERS,
     ) -> None:
         self._api = api
         self._self_register = self_register
+        self._max_members = max_members
         #: Where this worker counts (default: a private registry).
         self.metrics = metrics if metrics is not None else private()
         self._hccl_version = hccl_version
@@ -164,6 +166,7 @@ class JobWorker:
                     self_register=self._self_register,
                     order=order,
                     held=self._held,
+                    max_members=self._max_members,
                 )
                 await self._report(workload, decision.problems, bound.bind(epoch=decision.spec.epoch))
                 if decision.data is None:
@@ -195,7 +198,12 @@ class JobWorker:
             self.written = None
             await self._report(workload, (Problem(e.reason, str(e)),), bound)
             return decide(
-                workload, pods, previous=None, hccl_version=self._hccl_version, self_register=self._self_register
+                workload,
+                pods,
+                previous=None,
+                hccl_version=self._hccl_version,
+                self_register=self._self_register,
+                max_members=self._max_members,
             )
         raise RuntimeError(f"ConfigMap {workload.configmap}: still conflicting after {MAX_CONFLICTS} attempts")
 
@@ -394,6 +402,7 @@ def _event_reason(reason: str) -> str:
         "invalid_network_status": "InvalidNetworkStatus",
         "address_collision": "AddressCollision",
         "too_large": "SpecTooLarge",
+        "too_many_members": "TooManyMembers",
         "foreign_configmap": "ForeignConfigMap",
         "configmap_taken": "ConfigMapTaken",
     }.get(reason, "InvalidInput")

@@ -40,6 +40,9 @@ JOB_ANNOTATION: Final = "ring-controller.io/job"
 #: Kubernetes' limit on a ConfigMap: the values of ``data`` and ``binaryData``
 #: together may hold 1 MiB (the API server's validation; metadata is not counted).
 CONFIGMAP_DATA_LIMIT: Final = 1024 * 1024
+#: ``--max-members``' default: the most members one job may ask for, above ascend-operator's
+#: 20,000 replicas. A job asking for more is ``invalid`` (``TooManyMembers``) and nothing is written.
+DEFAULT_MAX_MEMBERS: Final = 32_768
 
 #: Annotation the controller sets on each member pod to the epoch of the
 #: completed spec it belongs to. Any change to a pod makes the kubelet sync it

@@ -202,6 +202,7 @@ class Controller:
             hccl_version=options.ranktable_version,
             touch_pods=options.touch_pods,
             self_register=options.self_registration,
+            max_members=options.max_members,
             metrics=agent_metrics(REGISTRY),
             order=RankOrder(
                 rule=options.rank_order,  # type: ignore[arg-type]  # argparse checked it against RULES

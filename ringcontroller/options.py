@@ -10,7 +10,7 @@ import argparse
 import re
 from dataclasses import dataclass
 
-from model.keys import DEFAULT_LABEL_KEY, DEFAULT_PORT, RANK_ORDER_ANNOTATION
+from model.keys import DEFAULT_LABEL_KEY, DEFAULT_MAX_MEMBERS, DEFAULT_PORT, RANK_ORDER_ANNOTATION
 from model.topology import DEFAULT_TOPOLOGY_KEYS, RULE_SPEC, RULES, parse_keys
 from ranktable.hccl import CHOICES, DEFAULT_CHOICE
 
@@ -90,6 +90,8 @@ class Options:
     """``--rank-order``: the rule for jobs without the rank-order annotation."""
     topology_keys: tuple[str, ...] = DEFAULT_TOPOLOGY_KEYS
     """``--topology-keys``: node label keys of the topology path; empty: nodes are not watched."""
+    max_members: int = DEFAULT_MAX_MEMBERS
+    """``--max-members``: the most members one job may ask for; more makes the job invalid."""
 
 
 def _topology_keys(text: str) -> tuple[str, ...]:
@@ -177,6 +179,13 @@ def parser() -> argparse.ArgumentParser:
         "controller watches nodes (get/list/watch) to read them; an empty value stops that, and topology "
         "order then groups members by node name only",
     )
+    p.add_argument(
+        "--max-members",
+        type=int,
+        default=DEFAULT_MAX_MEMBERS,
+        help="the most members one job may ask for: a job asking for more gets no spec, a TooManyMembers Warning "
+        'Event naming this limit, a log line and ringcontroller_invalid_inputs_total{reason="too_many_members"}',
+    )
     p.add_argument("--default-port", type=int, default=DEFAULT_PORT, help="member port when the pod names none")
     p.add_argument("--metrics-bind-address", default=":8080", help="address of /metrics; '0' disables")
     p.add_argument("--health-probe-bind-address", default=":8081", help="address of /healthz and /readyz; '0' disables")
@@ -225,6 +234,8 @@ def parse(argv: list[str] | None = None) -> Options:
     a = p.parse_args(argv)
     if a.workers < 1:
         p.error("--workers must be at least 1")
+    if a.max_members < 1:
+        p.error("--max-members must be at least 1")
     if not 1 <= a.default_port <= 65535:
         p.error("--default-port must be within 1-65535")
     if not a.retry_period < a.renew_deadline < a.lease_duration:
@@ -255,4 +266,5 @@ def parse(argv: list[str] | None = None) -> Options:
         self_registration=a.self_registration,
         rank_order=a.rank_order,
         topology_keys=a.topology_keys,
+        max_members=a.max_members,
     )

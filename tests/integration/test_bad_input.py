@@ -13,6 +13,8 @@ after all of them, must still complete and nothing may crash the daemon.
 from __future__ import annotations
 
 import json
+import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -101,6 +103,29 @@ def test_duplicate_task_names_are_an_invalid_workload_not_a_crash(
     spec = wait_spec(k8s, namespace, "rings-config-after")
     assert [(m["task"], m["index"]) for m in spec["members"]] == [("worker", 0), ("worker", 1), ("chief", 0)]
     assert controller.proc is not None and controller.proc.poll() is None
+
+
+def test_a_job_over_the_member_limit_is_invalid_with_the_limit_in_the_event(
+    k8s: Any, kubeconfig: Path, namespace: str, tmp_path: Path
+) -> None:
+    controller = ControllerProcess(
+        kubeconfig=str(kubeconfig), namespace=namespace, log_path=tmp_path / "c.log", extra=["--max-members", "3"]
+    )
+    controller.start()
+    try:
+        create_volcano_job(k8s, namespace, volcano_job("huge", tasks=[("worker", 4)]))
+        event = wait_for(lambda: warnings(k8s, namespace, "huge", "TooManyMembers"), what="the TooManyMembers Event")
+        assert "asks for 4 members, over this controller's limit of 3 (--max-members)" in event[0].message
+        assert controller.metric("ringcontroller_invalid_inputs_total", reason="too_many_members") == 1
+        assert controller.metric("ringcontroller_jobs", status="invalid") == 1
+        assert "too_many_members" in controller.log_tail(50)
+        assert k8s.core.list_namespaced_config_map(namespace, label_selector="ring-controller.io/managed").items == []
+        fits = create_volcano_job(k8s, namespace, volcano_job("fits", tasks=[("worker", 3)]))
+        create_pods(k8s, fits, all_members(fits))
+        assert len(wait_spec(k8s, namespace, "rings-config-fits")["members"]) == 3
+        assert controller.proc is not None and controller.proc.poll() is None
+    finally:
+        controller.stop(signal.SIGTERM)
 
 
 def test_names_at_the_api_servers_limits(k8s: Any, namespace: str, controller: ControllerProcess) -> None:

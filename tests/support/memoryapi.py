@@ -26,6 +26,8 @@ class MemoryAPI:
     def __init__(self) -> None:
         self.cms: dict[tuple[str, str], Json] = {}
         self.events: list[tuple[str, str]] = []
+        #: The messages of :attr:`events`, in the same order.
+        self.event_messages: list[str] = []
         self.calls: list[str] = []
         #: Pod annotation patches: (name, uid, annotations); ``pod_error`` raised instead when set.
         self.touches: list[tuple[str, str, dict[str, str]]] = []
@@ -86,6 +88,7 @@ class MemoryAPI:
 
     async def emit_event(self, *, involved: Json, event_type: str, reason: str, message: str) -> None:
         self.events.append((event_type, reason))
+        self.event_messages.append(message)
 
     async def annotate_pod(self, namespace: str, name: str, *, uid: str, annotations: dict[str, str]) -> None:
         if name in self.pod_error:

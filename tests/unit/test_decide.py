@@ -225,6 +225,36 @@ def test_invalid_workload_writes_nothing() -> None:
     assert d.data is None and d.problems[0].reason == "invalid_workload"
 
 
+def test_a_job_over_the_member_limit_is_invalid_with_the_limit_in_the_problem() -> None:
+    raw, wl = _job([("worker", 3), ("chief", 1)])
+    assert decide(wl, _pods(raw), previous=None, max_members=4).status == "completed"  # at the limit: fits
+    d = decide(wl, _pods(raw), previous=None, max_members=3)
+    assert d.status == STATUS_INVALID and d.data is None and d.ready == 0
+    assert [(p.reason, p.message) for p in d.problems] == [
+        (
+            "too_many_members",
+            "Job j asks for 4 members, over this controller's limit of 3 (--max-members); no spec is written",
+        )
+    ]
+    assert _event_reason("too_many_members") == "TooManyMembers"
+
+
+def test_the_default_member_limit_admits_20000_members() -> None:
+    _, wl = _job([("worker", 20_000)])
+    assert not any(p.reason == "too_many_members" for p in decide(wl, [], previous=None).problems)
+    _, over = _job([("worker", 40_000)])
+    assert [p.reason for p in decide(over, [], previous=None).problems] == ["too_many_members"]
+
+
+def test_the_max_members_flag_defaults_above_20000_and_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
+    from ringcontroller.options import parse
+
+    assert parse([]).max_members == 32_768 and parse(["--max-members", "5"]).max_members == 5
+    with pytest.raises(SystemExit, match="2"):
+        parse(["--max-members", "0"])
+    assert "--max-members must be at least 1" in capsys.readouterr().err
+
+
 def test_a_spec_over_the_limit_is_stored_compressed_and_reads_back_the_same() -> None:
     raw, wl = _job([("worker", 40)])
     plain = decide(wl, _pods(raw), previous=None)

@@ -61,6 +61,23 @@ async def test_create_then_complete_is_two_writes() -> None:
     assert api.events == [("Normal", "SpecCompleted")]
 
 
+async def test_a_job_over_the_member_limit_gets_an_event_a_metric_and_keeps_what_was_written() -> None:
+    api = MemoryAPI()
+    raw, wl = _job(2)
+    w = JobWorker(api=api, max_members=2)
+    await w.sync(wl, _pods(raw, 2), None)
+    written = _spec(api)
+    assert written["status"] == "completed"
+    grown = dataclasses.replace(wl, tasks=(dataclasses.replace(wl.tasks[0], replicas=3),))
+    api.calls.clear()
+    await w.sync(grown, _pods(raw, 2), api.record("ns", "rings-config-j"))
+    assert w.status == "invalid" and api.calls == []  # nothing written: the completed spec stays
+    assert _spec(api) == written
+    assert api.events[-1] == ("Warning", "TooManyMembers")
+    assert "asks for 3 members, over this controller's limit of 2 (--max-members)" in api.event_messages[-1]
+    assert value(w.metrics.invalid_inputs, reason="too_many_members") == 1
+
+
 async def test_informer_lagging_our_own_write_costs_no_call() -> None:
     api = MemoryAPI()
     raw, wl = _job()
