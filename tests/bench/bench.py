@@ -19,7 +19,11 @@ being replaced continuously. The run:
    and writes ``--json``; ``--compare OLD.json`` prints the deltas, and
    ``--check-targets`` exits 1 when a target of issue 6 is missed.
 
-Latency is measured on the bench's own watches (:mod:`tests.bench.observer`).
+Latency is measured on watches of the bench's own (:mod:`tests.bench.observer`),
+each in a process of its own (the figures of record, ``latency_ms``, from the
+first; ``latency_check_ms`` from the second, and how far the two agree),
+apart from the load; the observer on the load's loop, which only paces the
+run, is reported as ``latency_in_loop_ms`` for comparison.
 Progress goes to stderr. ``--profile OUT.prof`` runs the controller under
 cProfile (slower: use it to find hot spots, not for the figures).
 """
@@ -51,7 +55,7 @@ from ringdevcluster.kwok import PODS_PER_NODE
 from tests.bench import report
 from tests.bench.load import JobPlan, Load, plan_jobs, slot_key
 from tests.bench.measure import Metrics, histogram_mean, parse_metrics, percentiles, proc_sample
-from tests.bench.observer import Observer
+from tests.bench.observer import Observer, ObserverProcess
 from tests.support.controllerproc import ControllerProcess
 
 Json = dict[str, Any]
@@ -177,6 +181,19 @@ async def run(args: argparse.Namespace) -> Json:
         await observer.start()
         for plan in plans:
             observer.expect(plan.configmap, plan.slots())
+        apart = [
+            ObserverProcess(
+                kubeconfig=cluster.kubeconfig,
+                namespace=namespace,
+                label_selector=DEFAULT_LABEL_KEY,
+                expect={p.configmap: p.slots() for p in plans},
+                work=logs / f"{namespace}-observer{i}",
+            )
+            for i in range(2)
+        ]
+        for process in apart:
+            await process.start()
+        say(f"observers apart from the load: pids {[p.pid for p in apart]}")
         controller = ControllerProcess(
             kubeconfig=str(cluster.kubeconfig),
             log_path=logs / f"{namespace}.log",
@@ -197,9 +214,12 @@ async def run(args: argparse.Namespace) -> Json:
                 load_start=load_start,
                 cluster=cluster,
                 api=api,
+                apart=apart,
             )
         finally:
             await observer.stop()
+            for process in apart:
+                process.kill()
             code = await asyncio.to_thread(controller.stop)
             say(f"controller exited with {code}")
             if not args.keep:
@@ -219,6 +239,7 @@ async def _measure(
     load_start: tuple[float, float, float],
     cluster: Cluster,
     api: ApiClient,
+    apart: list[ObserverProcess],
 ) -> Json:
     total = args.jobs * args.pods
     timeout = 120.0 + 0.25 * total
@@ -259,11 +280,17 @@ async def _measure(
 
     events: Json | None = None
     if args.churn:
+        for process in apart:
+            process.set_phase("churn")
         events = await _churn(args, plans=plans, load=load, observer=observer, controller=controller, cluster=cluster)
     end = proc_sample(controller.pid)
     m_end = await _scrape(controller)  # since start: the initial lists and watches count too
+    record, check = [await process.stop() for process in apart]
+    if events is not None:
+        events["latency_ms"] = _latency_figures(record, "churn")
+        events["latency_in_loop_ms"] = {k: round(v, 2) for k, v in percentiles(_in_loop(observer, "churn")).items()}
 
-    latencies = [c.latency_s * 1000 for c in observer.completions if c.phase == "initial" and c.latency_s is not None]
+    latency = _latency_figures(record, "initial")
     (a, b) = rss_samples[1], rss_samples[2]
     slope = (b["rss_mb"] - a["rss_mb"]) * 1024 / (b["pods"] - a["pods"]) if b["pods"] > a["pods"] else None
     writes = m_load.sum("ringcontroller_configmap_writes_total")
@@ -280,11 +307,10 @@ async def _measure(
             "create_qps": args.create_qps or None,
             "command": " ".join(["build/bench.sh", *sys.argv[1:]]),
         },
-        "latency_ms": {
-            **{k: round(v, 2) for k, v in percentiles(latencies).items()},
-            "count": len(latencies),
-            "unmeasured": sum(1 for c in observer.completions if c.phase == "initial" and c.latency_s is None),
-        },
+        "latency_ms": latency,
+        "latency_check_ms": _latency_figures(check, "initial"),
+        "latency_agreement": _agreement(latency, _latency_figures(check, "initial")),
+        "latency_in_loop_ms": {k: round(v, 2) for k, v in percentiles(_in_loop(observer, "initial")).items()},
         "controller_cpu_s": round(after_load.cpu_s - at_ready.cpu_s, 2),
         "controller_rss_mb": round(end.hwm_mb, 1),
         "rss_per_pod_kib": round(slope, 2) if slope is not None else None,
@@ -304,7 +330,7 @@ async def _measure(
             for k, v in sorted(m_load.by_label("ringcontroller_api_requests_total", "verb").items())
             if k in ("create", "update", "patch", "delete") and v
         },
-        "touch": _touch_figures(observer, plans, m_load, apiserver_load) if touching else None,
+        "touch": _touch_figures(record, plans, m_load, apiserver_load) if touching else None,
         "configmap_writes": {
             f"{dict(labels)['verb']}/{dict(labels)['result']}": int(v)
             for (n, labels), v in sorted(m_load.samples.items(), key=lambda kv: sorted(kv[0][1]))
@@ -414,10 +440,41 @@ async def _wait_touched(observer: Observer, plans: list[JobPlan], *, timeout: fl
     )
 
 
-def _touch_figures(observer: Observer, plans: list[JobPlan], m_load: Metrics, apiserver_load: Metrics) -> Json:
-    """The controller's touches after each initial completion: when the members showed the epoch, what it cost."""
-    completions = [c for c in observer.completions if c.phase == "initial"]
-    per_job = [observer.touches(c) for c in completions]
+def _latency_figures(observed: Json, phase: str) -> Json:
+    """p50/p90/p99/max (ms) of an observer process's completions of ``phase``, with the count and the unmeasured."""
+    completions = [c for c in observed["completions"] if c["phase"] == phase]
+    latencies = [c["latency_s"] * 1000 for c in completions if c["latency_s"] is not None]
+    return {
+        **{k: round(v, 2) for k, v in percentiles(latencies).items()},
+        "count": len(latencies),
+        "unmeasured": sum(1 for c in completions if c["latency_s"] is None),
+    }
+
+
+def _in_loop(observer: Observer, phase: str) -> list[float]:
+    return [c.latency_s * 1000 for c in observer.completions if c.phase == phase and c.latency_s is not None]
+
+
+#: How far the two observer processes may differ for the figures to count as agreeing.
+AGREEMENT = 0.20
+
+
+def _agreement(record: Json, check: Json) -> Json:
+    """How far two observers' percentiles differ (relative to the larger), and whether within :data:`AGREEMENT`."""
+    out: Json = {}
+    for key in ("p50", "p99"):
+        a, b = record.get(key), check.get(key)
+        out[key] = round(abs(a - b) / max(a, b), 3) if a is not None and b is not None and max(a, b) > 0 else None
+    out["within"] = AGREEMENT
+    out["agree"] = all(v is not None and v <= AGREEMENT for k, v in out.items() if k in ("p50", "p99"))
+    return out
+
+
+def _touch_figures(observed: Json, plans: list[JobPlan], m_load: Metrics, apiserver_load: Metrics) -> Json:
+    """The controller's touches after each initial completion: when the members showed the epoch, what it cost
+    (times from an observer process)."""
+    completions = [c for c in observed["completions"] if c["phase"] == "initial"]
+    per_job: list[list[float]] = [c["touches"] for c in completions]
     delays = [d for job in per_job for d in job]
     lasts = [max(job) for job in per_job if job]
     touched = sum(len(job) for job in per_job)
@@ -502,7 +559,6 @@ async def _churn(
     else:
         handled, source = float(offered), "bench pod watch (same selector); controller settled after"
     cpu = p1.cpu_s - p0.cpu_s
-    latencies = [c.latency_s * 1000 for c in observer.completions if c.phase == "churn" and c.latency_s is not None]
     return {
         "per_s": round(handled / result.seconds, 1),
         "handled": int(handled),
@@ -520,7 +576,6 @@ async def _churn(
         "workqueue_adds": int(m1.sum("workqueue_adds_total", name=QUEUE)),
         "syncs": int(m1.sum("controller_runtime_reconcile_total", controller=QUEUE)),
         "configmap_writes": int(m1.sum("ringcontroller_configmap_writes_total")),
-        "latency_ms": {k: round(v, 2) for k, v in percentiles(latencies).items()},
         "settle_s": round(max(settle_s, settled), 2),
     }
 

@@ -21,21 +21,35 @@ on the API server's watch streams, as a training pod would feel it:
   the bench saw its last member running has no latency (``None``; counted
   as ``unmeasured`` in the result), rather than a made-up one.
 
-Both watches run on the bench's single event loop, and times are taken as
-each event is decoded, so the two streams are compared on one clock with
+Within one observer both watches run on one event loop, and times are taken
+as each event is decoded, so the two streams are compared on one clock with
 no thread hand-off. The handlers only record; waiting for conditions is
 done by polling (:meth:`Observer.wait`), which keeps each event cheap.
+
+Where it runs decides what it measures. An observer on the bench's own loop
+shares it with the load (thousands of creates in flight): an event waits
+there behind the load's work before its time is taken, which inflated the
+latency 4-6 times (issue 36, item 7). So the figures of record come from
+:class:`ObserverProcess`: the same :class:`Observer` in a process of its
+own (``python -m tests.bench.observer``), whose loop does nothing but the
+two watches. ``time.monotonic`` is the system-wide ``CLOCK_MONOTONIC``, so
+its times compare with the bench's. The bench runs two of them and reports
+how far they agree; the in-loop observer only paces the run (when to create
+the next half, when everything settled).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio.client import ApiClient
@@ -57,7 +71,7 @@ from tests.bench.load import slot_key
 
 Json = dict[str, Any]
 
-__all__ = ["Completion", "Observer", "PodSeen"]
+__all__ = ["Completion", "Observer", "ObserverProcess", "PodSeen"]
 
 
 @dataclass
@@ -276,3 +290,124 @@ class Observer:
         self.completions.append(
             Completion(configmap=name, epoch=epoch, at=now, latency_s=latency, phase=self.phase, size=self.sizes[name])
         )
+
+
+# -- the observer in a process of its own -----------------------------------------
+
+
+class ObserverProcess:
+    """An :class:`Observer` in its own process (``python -m tests.bench.observer``); see the module doc.
+
+    Protocol: :meth:`start` (returns once both watches listed; register the
+    expectations before, in ``expect``), :meth:`set_phase` as the run moves
+    on, :meth:`stop` for the result: each completion as a dict
+    (:class:`Completion`'s fields, plus ``touches``: seconds from the
+    completion to each member showing its epoch) and the event counts.
+    """
+
+    def __init__(
+        self, *, kubeconfig: Path, namespace: str, label_selector: str, expect: dict[str, list[str]], work: Path
+    ) -> None:
+        self.work = work
+        self.expect_path = work.with_suffix(".expect.json")
+        self.out_path = work.with_suffix(".out.json")
+        self.expect_path.write_text(json.dumps(expect))
+        self.argv = [
+            sys.executable,
+            "-m",
+            "tests.bench.observer",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--namespace",
+            namespace,
+            "--selector",
+            label_selector,
+            "--expect",
+            str(self.expect_path),
+            "--out",
+            str(self.out_path),
+        ]
+        self.proc: subprocess.Popen[str] | None = None
+
+    async def start(self, *, timeout: float = 60.0) -> None:
+        """Start the process; returns when it says its watches have listed."""
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        line = await asyncio.wait_for(asyncio.to_thread(self.proc.stdout.readline), timeout)
+        if line.strip() != "ready":
+            raise RuntimeError(f"observer process did not start (exit {self.proc.poll()}): {line!r}")
+
+    @property
+    def pid(self) -> int | None:
+        """The process id, once started."""
+        return self.proc.pid if self.proc is not None else None
+
+    def set_phase(self, phase: str) -> None:
+        """Label the completions recorded from now on."""
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(f"phase {phase}\n")
+        self.proc.stdin.flush()
+
+    async def stop(self, *, timeout: float = 60.0) -> Json:
+        """Ask the process for its result and wait for it to exit; the result document."""
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write("stop\n")
+        self.proc.stdin.close()
+        code = await asyncio.wait_for(asyncio.to_thread(self.proc.wait), timeout)
+        if code != 0:
+            raise RuntimeError(f"observer process exited with {code}")
+        return json.loads(self.out_path.read_text())  # type: ignore[no-any-return]
+
+    def kill(self) -> None:
+        """End the process if it still runs (a failed run's cleanup)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def result_document(observer: Observer) -> Json:
+    """What :class:`ObserverProcess` hands back: the completions with their touches, and the event counts."""
+    return {
+        "completions": [{**asdict(c), "touches": observer.touches(c)} for c in observer.completions],
+        "pod_events": observer.pod_events,
+        "configmap_events": observer.configmap_events,
+    }
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    from kubernetes_asyncio import config as kube_config
+    from kubernetes_asyncio.client import Configuration
+
+    cfg = Configuration()
+    await kube_config.load_kube_config(config_file=args.kubeconfig, client_configuration=cfg)
+    async with ApiClient(configuration=cfg) as api:
+        observer = Observer(api=api, namespace=args.namespace, label_selector=args.selector)
+        for configmap, slots in json.loads(Path(args.expect).read_text()).items():
+            observer.expect(configmap, slots)
+        await observer.start()
+        print("ready", flush=True)
+        while True:  # commands from the bench, read on a thread: this loop only watches
+            line = await asyncio.to_thread(sys.stdin.readline)
+            command, _, value = line.strip().partition(" ")
+            if command == "phase":
+                observer.phase = value
+            elif command in ("stop", ""):
+                break
+        await observer.stop()
+        Path(args.out).write_text(json.dumps(result_document(observer)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.bench.observer``: one observer in this process, driven over stdin (see :class:`ObserverProcess`)."""
+    p = argparse.ArgumentParser(prog="python -m tests.bench.observer", description=ObserverProcess.__doc__)
+    p.add_argument("--kubeconfig", required=True)
+    p.add_argument("--namespace", required=True)
+    p.add_argument("--selector", required=True)
+    p.add_argument("--expect", required=True, help="JSON: ConfigMap name -> its member slots")
+    p.add_argument("--out", required=True, help="where the result document goes at stop")
+    asyncio.run(_serve(p.parse_args(argv)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

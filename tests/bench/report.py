@@ -164,6 +164,23 @@ def render_table(result: Json) -> str:
     rows: list[tuple[str, Any]] = [
         ("latency_ms p50/p90/p99/max", "/".join(_fmt(lat.get(k)) for k in ("p50", "p90", "p99", "max"))),
         ("latency samples (unmeasured)", f"{_fmt(lat.get('count'))} ({_fmt(lat.get('unmeasured'))})"),
+        *(
+            [
+                (
+                    "second observer p50/p99 (differs by)",
+                    "/".join(_fmt((result["latency_check_ms"] or {}).get(k)) for k in ("p50", "p99"))
+                    + " ({})".format(
+                        "/".join(_fmt((result.get("latency_agreement") or {}).get(k)) for k in ("p50", "p99"))
+                    ),
+                ),
+                (
+                    "observer on the load's loop p50/p99",
+                    "/".join(_fmt((result.get("latency_in_loop_ms") or {}).get(k)) for k in ("p50", "p99")),
+                ),
+            ]
+            if result.get("latency_check_ms")
+            else []
+        ),
         ("controller latency mean (ms)", result.get("controller_latency_mean_ms")),
         (
             "controller queue wait / sync mean (ms)",
