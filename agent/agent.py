@@ -37,7 +37,7 @@ from agent.decide import STATUS_INVALID
 from agent.events import EventCorrelator
 from agent.metrics import AgentMetrics, private
 from agent.worker import JobWorker, WorkerStatus
-from model.keys import DEFAULT_MAX_MEMBERS
+from model.keys import DEFAULT_MAX_MEMBERS, DEFAULT_TOUCH_MAX_MEMBERS
 from model.records import ConfigMapRecord, JobKey, ObjectKey, PodRecord, WorkloadRecord, object_key
 from model.topology import RankOrder
 from ranktable.hccl import DEFAULT_CHOICE
@@ -162,9 +162,11 @@ class Agent:
         order: RankOrder | None = None,
         pods_on_node: Callable[[str], list[PodRecord]] | None = None,
         max_members: int = DEFAULT_MAX_MEMBERS,
+        touch_max_members: int = DEFAULT_TOUCH_MAX_MEMBERS,
     ) -> None:
         self._api = api
         self._max_members = max_members
+        self._touch_max_members = touch_max_members
         self._order = order
         self._pods_on_node = pods_on_node
         self._touch_pods = touch_pods
@@ -241,6 +243,7 @@ class Agent:
                 self_register=self._self_register,
                 metrics=self.metrics,
                 max_members=self._max_members,
+                touch_max_members=self._touch_max_members,
             )
         before = worker.status
         cm = self._configmap(object_key(workload.namespace, workload.configmap))

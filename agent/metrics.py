@@ -39,7 +39,8 @@ class AgentMetrics:
         self.pod_touches = Counter(
             "ringcontroller_pod_touches_total",
             "Member pods annotated with the epoch of their completed spec (so the kubelet refreshes the mounted "
-            "ConfigMap at once), by result (ok, gone, forbidden, error).",
+            "ConfigMap at once), by result (ok, gone, forbidden, error; skipped: members of a job over "
+            "--touch-max-members, left to the kubelet's periodic sync).",
             ["result"],
             registry=registry,
         )

@@ -28,6 +28,14 @@ already show the epoch cost nothing. A pod gone or replaced meanwhile is
 skipped (its own events resync the job); a 403 (the cluster forbids pod
 writes) is logged and counted once per epoch and not retried: the kubelet's
 periodic sync still delivers the file. Other failures raise, for a retry.
+
+The touch costs one pod write per member per epoch, so it has a ceiling
+(``touch_max_members``, ``--touch-max-members``): the members of a larger
+job are not touched. That is said once per epoch (a ``TouchSkipped`` Event,
+a log line, ``ringcontroller_pod_touches_total{result="skipped"}`` counting
+the pods left); their mounted file arrives with the kubelet's periodic sync,
+and API mode (``ring-launch --from-api``) delivers at any size without pod
+writes.
 """
 
 from __future__ import annotations
@@ -43,7 +51,7 @@ from agent.api import ApiError, Conflict, KubeAPI, NotFound
 from agent.decide import STATUS_INVALID, Decision, JobStatus, Problem, blocked, decide
 from agent.metrics import AgentMetrics, private
 from model.configmap import configmap_body, configmap_record
-from model.keys import DEFAULT_MAX_MEMBERS, EPOCH_ANNOTATION
+from model.keys import DEFAULT_MAX_MEMBERS, DEFAULT_TOUCH_MAX_MEMBERS, EPOCH_ANNOTATION
 from model.records import ConfigMapRecord, PodRecord, WorkloadRecord
 from model.topology import RankOrder
 from ranktable.clusterspec import CLUSTER_FILE, STATUS_COMPLETED, ClusterSpec, SpecError, spec_from_json
@@ -117,10 +125,13 @@ class JobWorker:
         self_register: bool = False,
         metrics: AgentMetrics | None = None,
         max_members: int = DEFAULT_MAX_MEMBERS,
+        touch_max_members: int = DEFAULT_TOUCH_MAX_MEMBERS,
     ) -> None:
         self._api = api
         self._self_register = self_register
         self._max_members = max_members
+        self._touch_max_members = touch_max_members
+        self._touch_skipped: int | None = None  # epoch whose touches were skipped (over the ceiling)
         #: Where this worker counts (default: a private registry).
         self.metrics = metrics if metrics is not None else private()
         self._hccl_version = hccl_version
@@ -323,6 +334,9 @@ class JobWorker:
         self._touched = {uid: seen for uid, seen in self._touched.items() if uid in members}
         if not stale:
             return
+        if len(spec.members) > self._touch_max_members:
+            await self._skip_touch(workload, spec, len(stale), bound)
+            return
         gate = asyncio.Semaphore(TOUCH_CONCURRENCY)
 
         async def touch(pod: PodRecord) -> str:
@@ -355,6 +369,27 @@ class JobWorker:
         if failed:
             raise failed[0]
         bound.debug("pods.touched", epoch=spec.epoch, pods=len(stale))
+
+    async def _skip_touch(
+        self,
+        workload: WorkloadRecord,
+        spec: ClusterSpec,
+        pods: int,
+        bound: structlog.typing.FilteringBoundLogger,
+    ) -> None:
+        """Say once per epoch that a job over ``--touch-max-members`` is not touched (see the module doc)."""
+        if self._touch_skipped == spec.epoch:
+            return
+        self._touch_skipped = spec.epoch
+        self.metrics.pod_touches.labels("skipped").inc(pods)
+        message = (
+            f"{len(spec.members):,} members is over --touch-max-members {self._touch_max_members:,}: "
+            f"{pods:,} pods mounting the spec are not touched (one pod write each); their file arrives with the "
+            "kubelet's periodic sync (about a minute). ring-launch --from-api reads the spec in milliseconds "
+            "at any size"
+        )
+        bound.info("pods.touch_skipped", epoch=spec.epoch, pods=pods, limit=self._touch_max_members)
+        await self._event(workload, "Normal", "TouchSkipped", message)
 
     async def _report(
         self, workload: WorkloadRecord, problems: tuple[Problem, ...], bound: structlog.typing.FilteringBoundLogger

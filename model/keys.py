@@ -43,6 +43,10 @@ CONFIGMAP_DATA_LIMIT: Final = 1024 * 1024
 #: ``--max-members``' default: the most members one job may ask for, above ascend-operator's
 #: 20,000 replicas. A job asking for more is ``invalid`` (``TooManyMembers``) and nothing is written.
 DEFAULT_MAX_MEMBERS: Final = 32_768
+#: ``--touch-max-members``' default: the largest job whose member pods are touched (one pod write per
+#: member per epoch). Above it the mounted spec arrives with the kubelet's periodic sync, and API mode
+#: (``ring-launch --from-api``) is the fast delivery (docs/operating.md, "Where one controller stops").
+DEFAULT_TOUCH_MAX_MEMBERS: Final = 5_000
 
 #: Annotation the controller sets on each member pod to the epoch of the
 #: completed spec it belongs to. Any change to a pod makes the kubelet sync it

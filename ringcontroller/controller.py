@@ -203,6 +203,7 @@ class Controller:
             touch_pods=options.touch_pods,
             self_register=options.self_registration,
             max_members=options.max_members,
+            touch_max_members=options.touch_max_members,
             metrics=agent_metrics(REGISTRY),
             order=RankOrder(
                 rule=options.rank_order,  # type: ignore[arg-type]  # argparse checked it against RULES

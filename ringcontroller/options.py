@@ -10,7 +10,13 @@ import argparse
 import re
 from dataclasses import dataclass
 
-from model.keys import DEFAULT_LABEL_KEY, DEFAULT_MAX_MEMBERS, DEFAULT_PORT, RANK_ORDER_ANNOTATION
+from model.keys import (
+    DEFAULT_LABEL_KEY,
+    DEFAULT_MAX_MEMBERS,
+    DEFAULT_PORT,
+    DEFAULT_TOUCH_MAX_MEMBERS,
+    RANK_ORDER_ANNOTATION,
+)
 from model.topology import DEFAULT_TOPOLOGY_KEYS, RULE_SPEC, RULES, parse_keys
 from ranktable.hccl import CHOICES, DEFAULT_CHOICE
 
@@ -92,6 +98,8 @@ class Options:
     """``--topology-keys``: node label keys of the topology path; empty: nodes are not watched."""
     max_members: int = DEFAULT_MAX_MEMBERS
     """``--max-members``: the most members one job may ask for; more makes the job invalid."""
+    touch_max_members: int = DEFAULT_TOUCH_MAX_MEMBERS
+    """``--touch-max-members``: the largest job whose members are touched (``--touch-pods``)."""
 
 
 def _topology_keys(text: str) -> tuple[str, ...]:
@@ -151,6 +159,14 @@ def parser() -> argparse.ArgumentParser:
         "kubelet refreshes the mounted ConfigMap at once (under a second) instead of at its next periodic sync "
         "(about a minute); needs pods/patch, which build/rbac.yaml grants and fences to that one annotation with "
         "a ValidatingAdmissionPolicy. --no-touch-pods for clusters that forbid pod writes",
+    )
+    p.add_argument(
+        "--touch-max-members",
+        type=int,
+        default=DEFAULT_TOUCH_MAX_MEMBERS,
+        help="--touch-pods costs one pod write per member per epoch: the members of a larger job are not touched "
+        "(a TouchSkipped Event says so once per epoch) and their mounted spec arrives with the kubelet's periodic "
+        "sync; ring-launch --from-api delivers at any size without pod writes",
     )
     p.add_argument(
         "--self-registration",
@@ -234,6 +250,8 @@ def parse(argv: list[str] | None = None) -> Options:
     a = p.parse_args(argv)
     if a.workers < 1:
         p.error("--workers must be at least 1")
+    if a.touch_max_members < 0:
+        p.error("--touch-max-members must be at least 0")
     if a.max_members < 1:
         p.error("--max-members must be at least 1")
     if not 1 <= a.default_port <= 65535:
@@ -267,4 +285,5 @@ def parse(argv: list[str] | None = None) -> Options:
         rank_order=a.rank_order,
         topology_keys=a.topology_keys,
         max_members=a.max_members,
+        touch_max_members=a.touch_max_members,
     )

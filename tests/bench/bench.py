@@ -47,7 +47,7 @@ from typing import Any
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
 
-from model.keys import CONFIGMAP_DATA_LIMIT, DEFAULT_LABEL_KEY
+from model.keys import CONFIGMAP_DATA_LIMIT, DEFAULT_LABEL_KEY, DEFAULT_TOUCH_MAX_MEMBERS
 from ringcontroller.kube import RestKubeAPI
 from ringdevcluster import Cluster, ensure_up
 from ringdevcluster.cluster import COMPONENTS
@@ -269,8 +269,9 @@ async def _measure(
             f"half {half} settled: {len(created)} pods tracked, controller RSS {sample.rss_mb:.1f} MiB, cpu {sample.cpu_s:.1f}s"
         )
     touching = "--no-touch-pods" not in (args.controller_arg or [])
+    ceiling = _touch_ceiling(args.controller_arg or [])
     if touching:
-        await _wait_touched(observer, plans, timeout=timeout)
+        await _wait_touched(observer, [p for p in plans if p.pods <= ceiling], timeout=timeout)
     timings["all_settled"] = round(time.monotonic() - started, 2)
     after_load = proc_sample(controller.pid)
     m_load = (await _scrape(controller)).delta(m_start)
@@ -440,6 +441,17 @@ async def _wait_touched(observer: Observer, plans: list[JobPlan], *, timeout: fl
     )
 
 
+def _touch_ceiling(controller_args: list[str]) -> int:
+    """The controller's ``--touch-max-members`` as the bench starts it (its default when not given)."""
+    value = DEFAULT_TOUCH_MAX_MEMBERS
+    for i, arg in enumerate(controller_args):
+        if arg.startswith("--touch-max-members="):
+            value = int(arg.partition("=")[2])
+        elif arg == "--touch-max-members" and i + 1 < len(controller_args):
+            value = int(controller_args[i + 1])
+    return value
+
+
 def _latency_figures(observed: Json, phase: str) -> Json:
     """p50/p90/p99/max (ms) of an observer process's completions of ``phase``, with the count and the unmeasured."""
     completions = [c for c in observed["completions"] if c["phase"] == phase]
@@ -489,6 +501,7 @@ def _touch_figures(observed: Json, plans: list[JobPlan], m_load: Metrics, apiser
         "last_ms": round(max(lasts) * 1000, 1) if lasts else None,
         "pods_per_s": round(touched / max(lasts), 1) if lasts and max(lasts) > 0 else None,
         "controller_touches_ok": int(ok),
+        "controller_touches_skipped": int(m_load.sum("ringcontroller_pod_touches_total", result="skipped")),
         "controller_patches": int(patches),
         "apiserver_pod_patches": int(server_patches),
         "apiserver_pod_patches_per_job": round(server_patches / len(completions), 1) if completions else None,

@@ -215,6 +215,23 @@ async def test_completed_spec_annotates_every_member_once_with_its_epoch() -> No
     assert api.touches == []  # every pod shows the epoch: no call
 
 
+async def test_a_job_over_the_touch_ceiling_is_not_touched_and_says_so_once_per_epoch() -> None:
+    api = MemoryAPI()
+    raw, wl = _job(3)
+    w = JobWorker(api=api, touch_max_members=2)
+    pods = _pods(raw, 3)
+    await w.sync(wl, pods, None)
+    assert _spec(api)["status"] == "completed" and api.touches == []
+    assert api.events[-1] == ("Normal", "TouchSkipped")
+    assert api.event_messages[-1].startswith("3 members is over --touch-max-members 2: 3 pods mounting the spec")
+    assert value(w.metrics.pod_touches, result="skipped") == 3
+    await w.sync(wl, pods, api.record("ns", "rings-config-j"))  # the same epoch again: nothing more said
+    assert api.events.count(("Normal", "TouchSkipped")) == 1 and value(w.metrics.pod_touches, result="skipped") == 3
+    at_ceiling = JobWorker(api=MemoryAPI(), touch_max_members=3)
+    await at_ceiling.sync(wl, pods, None)
+    assert value(at_ceiling.metrics.pod_touches, result="ok") == 3  # at most the ceiling: touched
+
+
 async def test_a_failed_touch_is_made_again_by_a_later_sync() -> None:
     api = MemoryAPI()
     raw, wl = _job(2)
