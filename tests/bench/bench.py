@@ -14,7 +14,13 @@ being replaced continuously. The run:
    RSS slope between the two sizes is ``rss_per_pod_kib``;
 4. scrapes ``/metrics`` (ConfigMap writes per job, API requests by verb);
 5. with ``--churn``: replaces random pods for the given seconds, then waits
-   for every spec to be completed again;
+   for every spec to be completed again; with ``--failover ROUNDS`` (the
+   controller then runs with leader election beside a standby that has
+   listed everything): SIGKILLs the leader, creates a one-member probe job at
+   once and times until its spec is seen completed (the new leader took the
+   lease, synced every job and wrote), checks that no other job's spec
+   changed epoch, and restarts the killed process as the next standby
+   (timing its list of the full namespace and its RSS);
 6. stops the controller, deletes the namespace, prints the table (stdout)
    and writes ``--json``; ``--compare OLD.json`` prints the deltas, and
    ``--check-targets`` exits 1 when a target of issue 6 is missed.
@@ -198,7 +204,7 @@ async def run(args: argparse.Namespace) -> Json:
             kubeconfig=str(cluster.kubeconfig),
             log_path=logs / f"{namespace}.log",
             namespace=namespace,
-            extra=list(args.controller_arg or []),
+            extra=[*(args.controller_arg or []), *_election(args, namespace)],
             command=[sys.executable, "-m", "tests.bench.profiled", str(args.profile)] if args.profile else None,
         )
         await asyncio.to_thread(controller.start)
@@ -287,6 +293,9 @@ async def _measure(
     end = proc_sample(controller.pid)
     m_end = await _scrape(controller)  # since start: the initial lists and watches count too
     record, check = [await process.stop() for process in apart]
+    failover: Json | None = None
+    if args.failover:
+        failover = await _failover(args, plans=plans, load=load, observer=observer, controller=controller)
     if events is not None:
         events["latency_ms"] = _latency_figures(record, "churn")
         events["latency_in_loop_ms"] = {k: round(v, 2) for k, v in percentiles(_in_loop(observer, "churn")).items()}
@@ -346,6 +355,7 @@ async def _measure(
             "too_large_bytes": _too_large_bytes(too_large),
         },
         "events": events,
+        "failover": failover,
         "timings_s": timings,
         "bench_cpu_s": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 2),
         "machine": _machine(load_start),
@@ -593,6 +603,87 @@ async def _churn(
     }
 
 
+def _election(args: argparse.Namespace, namespace: str) -> list[str]:
+    """The leader-election flags of a ``--failover`` run (none otherwise)."""
+    if not args.failover:
+        return []
+    return ["--leader-elect", "--leader-election-namespace", namespace, "--leader-election-id", "bench"]
+
+
+def _leading(controller: ControllerProcess) -> bool:
+    try:
+        return parse_metrics(controller.metrics()).sum("leader_election_master_status") == 1
+    except OSError:
+        return False
+
+
+async def _failover(
+    args: argparse.Namespace,
+    *,
+    plans: list[JobPlan],
+    load: Load,
+    observer: Observer,
+    controller: ControllerProcess,
+) -> Json:
+    """Kill the leader ``args.failover`` times beside a standby (see the module doc); the figures."""
+    ready_timeout = 120.0 + 0.05 * args.jobs * args.pods
+    standby = ControllerProcess(
+        kubeconfig=controller.kubeconfig,
+        log_path=controller.log_path.with_suffix(".standby.log"),
+        namespace=controller.namespace,
+        extra=list(controller.extra),
+    )
+    listed: list[float] = []
+    t0 = time.monotonic()
+    await asyncio.to_thread(standby.start, ready_timeout=ready_timeout)
+    listed.append(time.monotonic() - t0)
+    standby_rss = [proc_sample(standby.pid).rss_mb]
+    leader, other = (controller, standby) if _leading(controller) else (standby, controller)
+    before = dict(observer.completed_epoch)
+    rounds: list[Json] = []
+    for n in range(args.failover):
+        probe = JobPlan(name=f"failover-{n}", pods=1)
+        observer.expect(probe.configmap, probe.slots())
+        say(f"failover {n + 1}/{args.failover}: SIGKILL leader pid {leader.pid}")
+        killed = time.monotonic()
+        leader.send(9)
+        await load.create_jobs([probe])
+        took_lease: float | None = None
+        while observer.status.get(probe.configmap) != "completed":
+            if took_lease is None and await asyncio.to_thread(_leading, other):
+                took_lease = time.monotonic() - killed
+            if time.monotonic() - killed > 300:
+                raise TimeoutError(f"failover {n + 1}: no completed probe spec after 300 s")
+            await asyncio.sleep(0.05)
+        first_spec = time.monotonic() - killed
+        if took_lease is None:
+            took_lease = first_spec  # the spec was seen before a metrics poll showed the lease
+        await asyncio.to_thread(leader.stop, 9)
+        t1 = time.monotonic()
+        await asyncio.to_thread(leader.start, ready_timeout=ready_timeout)
+        listed.append(time.monotonic() - t1)
+        standby_rss.append(proc_sample(leader.pid).rss_mb)
+        rounds.append({"lease_s": round(took_lease, 2), "first_spec_s": round(first_spec, 2)})
+        say(f"failover {n + 1}: lease taken after {took_lease:.1f}s, probe spec completed after {first_spec:.1f}s")
+        leader, other = other, leader
+    changed = {
+        cm: (epoch, observer.completed_epoch.get(cm))
+        for cm, epoch in before.items()
+        if observer.completed_epoch.get(cm) != epoch
+    }
+    firsts = sorted(r["first_spec_s"] for r in rounds)
+    await asyncio.to_thread(standby.stop)
+    return {
+        "rounds": rounds,
+        "first_spec_s": {"p50": firsts[len(firsts) // 2], "max": firsts[-1]},
+        "lease_duration_s": 15.0,
+        "epoch_changes": len(changed),
+        "changed": {k: list(v) for k, v in list(changed.items())[:10]},
+        "standby_list_s": [round(x, 2) for x in listed],
+        "standby_rss_mb": [round(x, 1) for x in standby_rss],
+    }
+
+
 # -- command line ----------------------------------------------------------------
 
 
@@ -623,6 +714,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         choices=("replace", "restart"),
         default="replace",
         help="replace: delete and re-create pods (default); restart: in-place container restarts (status patches)",
+    )
+    p.add_argument(
+        "--failover",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="after the jobs completed, kill the leader ROUNDS times beside a standby (see the module doc)",
     )
     p.add_argument("--json", type=Path, metavar="OUT", help="write the result document here")
     p.add_argument("--compare", type=Path, metavar="OLD.json", help="print the changes against an earlier result")

@@ -89,8 +89,8 @@ class ControllerProcess:
         self.health_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> ControllerProcess:
-        """Start it (again) and wait until /readyz says its caches synced."""
+    def start(self, *, ready_timeout: float = 30.0) -> ControllerProcess:
+        """Start it (again) and wait until /readyz says its caches synced (``ready_timeout`` seconds at most)."""
         argv = [
             *(self.command or controller_command()),
             "--kubeconfig",
@@ -110,7 +110,7 @@ class ControllerProcess:
             argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
         )
         log.close()
-        self.wait_ready()
+        self.wait_ready(ready_timeout)
         return self
 
     def wait_ready(self, timeout: float = 30.0) -> None:
