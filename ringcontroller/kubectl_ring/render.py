@@ -126,6 +126,7 @@ PROBLEM_HINTS: Final[dict[str, str]] = {
         "older than the label (Kubernetes 1.28 for apps.kubernetes.io/pod-index); they fill no slot."
     ),
     "too_large": "The spec exceeds the ConfigMap size limit: fewer members, or a smaller rank table version.",
+    "too_many_members": "The job asks for more members than the controller's --max-members: fewer, or raise the flag.",
     "foreign_configmap": (
         f"The ConfigMap exists without the label {MANAGED_LABEL}={MANAGED_VALUE}, so the controller never touches it: "
         "delete it (the controller recreates it) or mount another one as the "

@@ -268,7 +268,7 @@ async def _measure(
         have = set(created)
         complete = [p for p in plans if all(n in have for n in p.slots())]
         await _wait_settled(observer, load, complete, slots=created, what=f"half {half}", timeout=timeout)
-        await _quiesce(controller)
+        await _quiesce(controller, timeout=60.0 + 0.1 * total)  # a sync touching every member holds a worker
         sample = proc_sample(controller.pid)
         rss_samples.append({"pods": len(created), "rss_mb": round(sample.rss_mb, 2)})
         say(
