@@ -164,7 +164,18 @@ class Load:
                 await asyncio.sleep(0.05)
 
     async def delete_namespace(self, *, wait: float) -> bool:
-        """Delete the namespace; wait up to ``wait`` seconds for it to be gone. True if gone."""
+        """Delete the namespace; wait up to ``wait`` seconds for it to be gone. True if gone.
+
+        Its pods go first, at once (grace period 0): kwok finalizes gracefully deleted pods one by one,
+        tens per second on this machine, which left a 20,000-pod namespace terminating for half an hour
+        and kwok starting no other pod meanwhile.
+        """
+        try:
+            await self.api.request(
+                "DELETE", f"/api/v1/namespaces/{self.namespace}/pods", query=[("gracePeriodSeconds", "0")]
+            )
+        except NotFound:
+            return True
         try:
             await self.api.request(
                 "DELETE", f"/api/v1/namespaces/{self.namespace}", query=[("propagationPolicy", "Background")]
