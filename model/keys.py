@@ -44,9 +44,11 @@ CONFIGMAP_DATA_LIMIT: Final = 1024 * 1024
 #: 20,000 replicas. A job asking for more is ``invalid`` (``TooManyMembers``) and nothing is written.
 DEFAULT_MAX_MEMBERS: Final = 32_768
 #: ``--touch-max-members``' default: the largest job whose member pods are touched (one pod write per
-#: member per epoch). Above it the mounted spec arrives with the kubelet's periodic sync, and API mode
-#: (``ring-launch --from-api``) is the fast delivery (docs/operating.md, "Where one controller stops").
-DEFAULT_TOUCH_MAX_MEMBERS: Final = 5_000
+#: member per epoch). A touch helps only while it comes before the kubelet's own periodic sync (about a
+#: minute): at the 28-37 touches per second measured on kwok (docs/performance.md) that is about 2,000
+#: members. Above it the mounted spec arrives with that sync, and API mode (``ring-launch --from-api``)
+#: is the fast delivery (docs/operating.md, "Where one controller stops").
+DEFAULT_TOUCH_MAX_MEMBERS: Final = 2_000
 
 #: Annotation the controller sets on each member pod to the epoch of the
 #: completed spec it belongs to. Any change to a pod makes the kubelet sync it
