@@ -230,8 +230,12 @@ async def run(args: argparse.Namespace) -> Json:
             say(f"controller exited with {code}")
             if not args.keep:
                 say(f"deleting namespace {namespace}")
-                gone = await load.delete_namespace(wait=300.0)
-                say("namespace deleted" if gone else f"namespace {namespace} still terminating; not waiting longer")
+                try:  # a failed clean-up must not lose the figures
+                    gone = await load.delete_namespace(wait=300.0)
+                except Exception as e:  # noqa: BLE001 - reported, the run's result stands
+                    say(f"deleting namespace {namespace} failed: {type(e).__name__}: {e}")
+                else:
+                    say("namespace deleted" if gone else f"namespace {namespace} still terminating; not waiting longer")
 
 
 async def _measure(

@@ -176,6 +176,8 @@ class Load:
             )
         except NotFound:
             return True
+        except (ApiError, TimeoutError):  # thousands of pods can outlast the request (504): the namespace goes anyway
+            pass
         try:
             await self.api.request(
                 "DELETE", f"/api/v1/namespaces/{self.namespace}", query=[("propagationPolicy", "Background")]
