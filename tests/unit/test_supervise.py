@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 import os
-import select
+import queue
 import shlex
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -74,28 +76,43 @@ def child(tmp_path: Path) -> Path:
 
 
 class Launch:
-    """``ring-launch`` as a process; ``line()`` reads CMD's next stdout line with a deadline."""
+    """``ring-launch`` as a process; ``line()`` reads CMD's next stdout line with a deadline.
+
+    A thread per pipe reads whole lines into a queue: a ``select`` on the pipe
+    beside a buffered ``readline`` misses lines that arrived in one chunk with
+    the line read before them (on a loaded machine ring-launch's lines often do).
+    """
 
     def __init__(self, argv: list[str], *, env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
             argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
         )
+        self._out: queue.Queue[str | None] = queue.Queue()
+        self._err: queue.Queue[str | None] = queue.Queue()
+        self._pumps = [
+            threading.Thread(target=_pump, args=(self.proc.stdout, self._out), daemon=True),
+            threading.Thread(target=_pump, args=(self.proc.stderr, self._err), daemon=True),
+        ]
+        for pump in self._pumps:
+            pump.start()
 
     def line(self, timeout: float = 20) -> str:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        assert ready, f"no output within {timeout}s; stderr so far:\n{self.stderr_now()}"
-        return self.proc.stdout.readline().strip()
+        try:
+            line = self._out.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no output within {timeout}s; stderr so far:\n{self.stderr_now()}") from None
+        assert line is not None, f"stdout ended; stderr:\n{self.stderr_now()}"
+        return line.strip()
 
     def stderr_until(self, fragment: str, timeout: float = 20) -> None:
         """Read ring-launch's stderr up to the first line holding ``fragment``."""
-        assert self.proc.stderr is not None
         seen = []
         while True:
-            ready, _, _ = select.select([self.proc.stderr], [], [], timeout)
-            assert ready, f"no {fragment!r} on stderr within {timeout}s: {seen}"
-            line = self.proc.stderr.readline()
-            assert line, f"stderr ended before {fragment!r}: {seen}"
+            try:
+                line = self._err.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"no {fragment!r} on stderr within {timeout}s: {seen}") from None
+            assert line is not None, f"stderr ended before {fragment!r}: {seen}"
             seen.append(line)
             if fragment in line:
                 return
@@ -103,12 +120,13 @@ class Launch:
     def stderr_now(self) -> str:
         if self.proc.poll() is None:
             return "(still running)"
-        assert self.proc.stderr is not None
-        return self.proc.stderr.read()
+        return "".join(_drain(self._err))
 
     def finish(self, timeout: float = 20) -> tuple[int, str, str]:
-        out, err = self.proc.communicate(timeout=timeout)
-        return self.proc.returncode, out, err
+        self.proc.wait(timeout=timeout)
+        for pump in self._pumps:
+            pump.join(timeout=timeout)
+        return self.proc.returncode, "".join(_drain(self._out)), "".join(_drain(self._err))
 
     def exited(self, code: int) -> str:
         """Wait for ring-launch to end, check that it exited with ``code``; its stderr."""
@@ -125,6 +143,26 @@ class Launch:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+
+
+def _pump(stream: IO[str] | None, lines: queue.Queue[str | None]) -> None:
+    """Put each line of ``stream`` into ``lines``, then ``None`` at its end."""
+    assert stream is not None
+    for line in iter(stream.readline, ""):
+        lines.put(line)
+    lines.put(None)
+
+
+def _drain(lines: queue.Queue[str | None]) -> list[str]:
+    """The lines ``lines`` holds now (not the end marker)."""
+    drained = []
+    while True:
+        try:
+            line = lines.get_nowait()
+        except queue.Empty:
+            return drained
+        if line is not None:
+            drained.append(line)
 
 
 @pytest.fixture
