@@ -1,13 +1,15 @@
 """The one-file launcher as a file: where it runs from, its damage message, ``--install``.
 
 Shared by the entry (:mod:`ranktable.launch.pyzmain`) and the launcher
-(:mod:`ranktable.launch.launcher`), so neither imports the other. Like the
-entry, it parses on any Python 3 (no annotations, no f-strings): the entry
-imports it before it checks the interpreter's version.
+(:mod:`ranktable.launch.launcher`), so neither imports the other. The entry
+imports it only after it has checked the interpreter's version, so unlike the
+entry this module is ordinary Python 3.9.
 """
 
+from __future__ import annotations
+
 import os
-from collections.abc import Callable  # noqa: F401 - named in a type comment
+from collections.abc import Callable
 
 from ranktable.launch import exitcodes
 
@@ -15,23 +17,22 @@ from ranktable.launch import exitcodes
 PYZ_NAME = "ring-launch.pyz"
 
 
-def archive():  # type: () -> str
+def archive() -> str:
     """The path of the running .pyz ('' when the launcher does not run from one)."""
     loader = globals().get("__loader__")
     path = getattr(loader, "archive", "")
     return str(path or "")
 
 
-def damaged(err):  # type: (BaseException) -> str
+def damaged(err: BaseException) -> str:
     """The one-line message for a launcher file whose modules cannot be loaded."""
-    return "%s is damaged or incomplete (%s: %s); copy it again (ring-launch.pyz --install DIR)" % (
-        archive() or "the ring-launch installation",
-        type(err).__name__,
-        err,
+    where = archive() or "the ring-launch installation"
+    return (
+        f"{where} is damaged or incomplete ({type(err).__name__}: {err}); copy it again (ring-launch.pyz --install DIR)"
     )
 
 
-def install(directory, log):  # type: (str, Callable[[str], None]) -> int
+def install(directory: str, log: Callable[[str], None]) -> int:
     """Copy the running .pyz into ``directory`` as ``ring-launch.pyz``: verified, then renamed into place.
 
     For an init container: ``python3 /ring-launch/ring-launch.pyz --install /ring``.
@@ -62,11 +63,11 @@ def install(directory, log):  # type: (str, Callable[[str], None]) -> int
         with zipfile.ZipFile(tmp) as copy:
             bad = copy.testzip()
             if bad is not None or "__main__.py" not in copy.namelist():
-                raise zipfile.BadZipFile("member %s fails its CRC check" % (bad or "__main__.py is missing"))
+                raise zipfile.BadZipFile(f"member {bad or '__main__.py is missing'} fails its CRC check")
         os.replace(tmp, target)
         tmp = ""
     except (OSError, zipfile.BadZipFile) as err:
-        say("error: cannot install %s into %s: %s" % (source, directory, err))
+        say(f"error: cannot install {source} into {directory}: {err}")
         return exitcodes.DAMAGED if isinstance(err, zipfile.BadZipFile) else exitcodes.ERROR
     finally:
         if tmp:
@@ -75,7 +76,7 @@ def install(directory, log):  # type: (str, Callable[[str], None]) -> int
             except OSError:
                 pass
     say(
-        "installed %s (%d bytes, sha256 %s); run: python3 %s -- CMD"
-        % (target, len(data), hashlib.sha256(data).hexdigest()[:16], target)
+        f"installed {target} ({len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()[:16]}); "
+        f"run: python3 {target} -- CMD"
     )
     return 0

@@ -58,8 +58,8 @@ def run():  # type: () -> None
 def _damaged(err):  # type: (BaseException) -> str
     """The damage message, from :mod:`ranktable.launch.pyzfile` when that member itself loads.
 
-    Imported only here, after the version check: it imports ``collections.abc``,
-    which a Python 2 lacks, and the old-Python line must come first.
+    Imported only here, after the version check: that module is ordinary
+    Python 3.9 (annotations, f-strings), and the old-Python line must come first.
     """
     try:
         from ranktable.launch.pyzfile import damaged
