@@ -32,48 +32,15 @@ from model.keys import CONFIGMAP_DATA_LIMIT
 from ranktable.clusterspec import (
     CLUSTER_FILE,
     HCCL_FILE,
-    STATUS_COMPLETED,
-    ClusterSpec,
-    Device,
-    Member,
     spec_from_json,
     spec_to_json,
 )
 from ranktable.hccl import render_hccl
 from ranktable.stored import TooLarge, pack, unpack
 from tests.support.kubeletdir import KubeletDir
-from tests.support.specs import JOB
+from tests.support.specs import big_spec
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def spec(members: int, *, devices: int) -> ClusterSpec:
-    """A completed spec of ``members`` workers, pod-network addresses, ``devices`` NPUs each, 8 pods a node."""
-    return ClusterSpec(
-        status=STATUS_COMPLETED,
-        job=JOB,
-        epoch=1,
-        expected=members,
-        members=tuple(
-            Member(
-                rank=r,
-                task="worker",
-                role="worker",
-                index=r,
-                pod=f"job-worker-{r}",
-                uid=f"uid-{r}",
-                ip=f"10.{244 + r // 64_000}.{r // 250 % 256}.{r % 250 + 1}",
-                port=2222,
-                node=f"node-{r // 8}",
-                host=f"172.16.{r // 8 // 250}.{r // 8 % 250 + 1}" if devices else "",
-                devices=tuple(
-                    Device(device_id=str(r % 8 + d), device_ip=f"10.{100 + d}.{r // 250 % 256}.{r % 250 + 1}")
-                    for d in range(devices)
-                ),
-            )
-            for r in range(members)
-        ),
-    )
 
 
 def _launch(volume: Path, hostfiles: Path, pod: str) -> tuple[float, float, float, str]:
@@ -106,7 +73,7 @@ def _launch(volume: Path, hostfiles: Path, pod: str) -> tuple[float, float, floa
 
 def measure(members: int, *, devices: int, repeats: int) -> dict[str, Any]:
     """The stored form and the launcher's cost for one spec (see the module doc)."""
-    s = spec(members, devices=devices)
+    s = big_spec(members, devices=devices)
     t0 = time.monotonic()
     files = {CLUSTER_FILE: spec_to_json(s)}
     if devices:

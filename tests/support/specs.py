@@ -65,3 +65,32 @@ def spec_dict(**changes: Any) -> dict[str, Any]:
     obj: dict[str, Any] = json.loads(spec_to_json(make_spec([("worker", 2)])))
     obj.update(changes)
     return obj
+
+
+def big_spec(members: int, *, devices: int = 0, epoch: int = 1) -> ClusterSpec:
+    """A completed spec of ``members`` workers, addresses as long as a real cluster's, ``devices`` NPUs each, 8 pods a node."""
+    return ClusterSpec(
+        status=STATUS_COMPLETED,
+        job=JOB,
+        epoch=epoch,
+        expected=members,
+        members=tuple(
+            Member(
+                rank=r,
+                task="worker",
+                role="worker",
+                index=r,
+                pod=f"job-worker-{r}",
+                uid=f"uid-{r}",
+                ip=f"10.{244 + r // 64_000}.{r // 250 % 256}.{r % 250 + 1}",
+                port=2222,
+                node=f"node-{r // 8}",
+                host=f"172.16.{r // 8 // 250}.{r // 8 % 250 + 1}" if devices else "",
+                devices=tuple(
+                    Device(device_id=str(r % 8 + d), device_ip=f"10.{100 + d}.{r // 250 % 256}.{r % 250 + 1}")
+                    for d in range(devices)
+                ),
+            )
+            for r in range(members)
+        ),
+    )

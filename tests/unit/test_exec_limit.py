@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from model.keys import CONFIGMAP_DATA_LIMIT
-from ranktable.clusterspec import STATUS_COMPLETED, ClusterSpec, Member, spec_to_json
+from ranktable.clusterspec import ClusterSpec, spec_to_json
 from ranktable.exports import (
     ExecLimitError,
     ExecLimits,
@@ -34,8 +34,8 @@ from ranktable.launch import exitcodes
 from ranktable.launch.launcher import fit_exec_limit
 from ranktable.stored import pack
 from ranktable.tfconfig import tf_config
+from tests.support import specs
 from tests.support.kubeletdir import KubeletDir
-from tests.support.specs import JOB
 from tests.unit.test_launcher import child_env, launcher, run
 
 MEMBERS = 20_000
@@ -53,26 +53,7 @@ CHILD = (
 
 def big_spec(members: int = MEMBERS) -> ClusterSpec:
     """A completed spec of ``members`` workers with pod-network addresses as long as a real cluster's."""
-    return ClusterSpec(
-        status=STATUS_COMPLETED,
-        job=JOB,
-        epoch=3,
-        expected=members,
-        members=tuple(
-            Member(
-                rank=r,
-                task="worker",
-                role="worker",
-                index=r,
-                pod=f"job-worker-{r}",
-                uid=f"uid-{r}",
-                ip=f"10.{244 + r // 64_000}.{r // 250 % 256}.{r % 250 + 1}",
-                port=2222,
-                node=f"node-{r // 8}",
-            )
-            for r in range(members)
-        ),
-    )
+    return specs.big_spec(members, epoch=3)
 
 
 @pytest.fixture(scope="module")
