@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import ipaddress
 import json
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -169,3 +170,21 @@ def test_one_node_per_machine_claim(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     # A dead owner's leftovers are torn down, then the node changes hands.
     node.claim(second, alive=lambda d: False, release=released.append, say=lambda _m: None)
     assert node.owner() == second and released == [first]
+
+
+def test_claim_survives_a_release_that_removes_the_run_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A dead owner's teardown may clean /run/ring-devcluster (older teardowns
+    # removed it; a reboot empties /run): the new owner is still recorded.
+
+    monkeypatch.setattr(node, "OWNER_FILE", tmp_path / "run" / "node-owner")
+    monkeypatch.setattr(node, "CONTAINERD_SOCKET", str(tmp_path / "no-containerd.sock"))
+    first, second = tmp_path / "a", tmp_path / "b"
+    node.claim(first, alive=lambda d: True, release=lambda d: None, say=lambda _m: None)
+
+    def release(dead: Path) -> None:
+        shutil.rmtree(tmp_path / "run")
+
+    node.claim(second, alive=lambda d: False, release=release, say=lambda _m: None)
+    assert node.owner() == second

@@ -701,6 +701,7 @@ def claim(state_dir: Path, *, alive: Callable[[Path], bool], release: Callable[[
                     f"another containerd already serves {CONTAINERD_SOCKET}; the dev cluster's node needs its own "
                     "(stop that one, e.g. `systemctl stop containerd`)"
                 )
+        OWNER_FILE.parent.mkdir(parents=True, exist_ok=True)  # release() may have cleaned /run
         OWNER_FILE.write_text(f"{state_dir}\n")
 
 
@@ -950,11 +951,11 @@ def teardown(state_dir: Path, *, stop: Callable[[str], bool], say: Say) -> list[
     with contextlib.suppress(FileNotFoundError):
         host_file.unlink()
     if owner() == state_dir:
+        # The owner file goes; its directory and node.lock stay. Unlinking a
+        # lock file that claim() may hold (it tears down a dead owner under
+        # the lock) would let a second claim lock a new file beside it.
         with contextlib.suppress(FileNotFoundError):
             OWNER_FILE.unlink()
-        with contextlib.suppress(OSError):
-            (OWNER_FILE.parent / "node.lock").unlink()
-            OWNER_FILE.parent.rmdir()  # only if empty
     say(
         f"real node removed: {containers} containers, {shims} stray shims, {strays} stray container processes, "
         f"{mounts} mounts, {netns} network namespaces, bridge {BRIDGE}; "
