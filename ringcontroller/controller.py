@@ -18,7 +18,10 @@ An optional API the server lacks (:data:`ringcontroller.serverinfo.OPTIONAL_APIS
 HyperNodes, ClusterTrainingRuntimes, ValidatingAdmissionPolicies) turns off
 what needs it, with one ``api.unavailable`` line and
 ``ringcontroller_api_available{api}`` at 0; without ValidatingAdmissionPolicies
-no job counts self-registrations, whatever its annotation says.
+no job counts self-registrations, whatever its annotation says. ResourceClaims
+are watched at the newest version the server serves (``resource.k8s.io/v1``,
+else ``v1beta2`` or ``v1beta1`` on 1.33 and 1.32), with an ``api.version``
+line naming the older one.
 
 Their handlers go to :class:`agent.Agent`, which only enqueues job keys
 (and only once workers run: a standby's queue stays empty).
@@ -80,7 +83,7 @@ from ringcontroller.options import Options
 from ringcontroller.reflector import Reflector
 from ringcontroller.resource import CONFIGMAPS, HYPERNODES, NODES, PODS, RESOURCE_CLAIMS, RUNTIMES, of_kind
 from ringcontroller.scoped import Scoped
-from ringcontroller.serverinfo import OPTIONAL_APIS
+from ringcontroller.serverinfo import OPTIONAL_APIS, served_version
 from ringcontroller.workqueue import ShutDown, WorkQueue
 
 log = structlog.get_logger()
@@ -192,6 +195,8 @@ class Controller:
         self._hypernode_index: HyperNodeIndex | None = None
         #: Each optional API (:data:`OPTIONAL_APIS`) by name: served or not, as discovery found.
         self.api_available: dict[str, bool] = {}
+        #: Each served optional API's group version in use (the newest served, :func:`served_version`).
+        self.api_versions: dict[str, str] = {}
         self.agent = Agent(
             api=self.kube_api,
             enqueue=self._enqueue,
@@ -343,7 +348,7 @@ class Controller:
         """
         served: dict[str, set[str]] = {}
         backoff = Backoff(initial=DISCOVERY_BACKOFF[0], cap=DISCOVERY_BACKOFF[1], jitter=0.0, reset_after=math.inf)
-        groups = {f"{k.group}/{k.version}" for k in KINDS} | {api.group_version for api in OPTIONAL_APIS}
+        groups = {f"{k.group}/{k.version}" for k in KINDS} | {gv for api in OPTIONAL_APIS for gv in api.group_versions}
         while True:
             try:
                 for gv in sorted(groups):
@@ -368,8 +373,13 @@ class Controller:
                 )
         gauge = api_metrics(REGISTRY).available
         for api in OPTIONAL_APIS:
-            available = api.resource in served.get(api.group_version, set())
+            version = served_version(api, served)
+            available = version is not None
             self.api_available[api.name] = available
+            if version is not None:
+                self.api_versions[api.name] = version
+                if version != api.group_version:
+                    log.info("api.version", api=f"{api.resource}.{version}", preferred=api.group_version)
             gauge.labels(api.name).set(1 if available else 0)
             if not available:
                 # A warning where the flag asked for what is now off; a note otherwise (most
@@ -387,6 +397,10 @@ class Controller:
             self.hypernodes = None
         if not self.api_available["resourceclaims"]:
             self.claims = None
+        elif self.claims is not None:
+            version = self.api_versions["resourceclaims"].rpartition("/")[2]
+            for reflector in self.claims:
+                reflector.resource = dataclasses.replace(RESOURCE_CLAIMS, version=version)
 
     async def start_informers(self) -> None:
         """Start every informer and wait until all caches synced."""

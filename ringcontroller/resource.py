@@ -22,6 +22,7 @@ __all__ = [
     "NODES",
     "PODS",
     "RESOURCE_CLAIMS",
+    "RESOURCE_CLAIMS_OLDER",
     "RUNTIMES",
     "VOLCANO_JOBS",
     "Resource",
@@ -69,6 +70,12 @@ HYPERNODES: Final = Resource(hypernode.GROUP, hypernode.VERSION, hypernode.PLURA
 LEASES: Final = Resource("coordination.k8s.io", "v1", "leases")
 #: DRA ResourceClaims (``resource.k8s.io/v1``, Kubernetes 1.34+): a NIC's address in ``status.devices[].networkData``.
 RESOURCE_CLAIMS: Final = Resource("resource.k8s.io", "v1", "resourceclaims")
+#: The older versions of :data:`RESOURCE_CLAIMS` with the same ``status.devices[].networkData``, newest
+#: first: ``v1beta2`` (Kubernetes 1.33) and ``v1beta1`` (1.32; 1.33), served where DRA is turned on.
+RESOURCE_CLAIMS_OLDER: Final = (
+    Resource("resource.k8s.io", "v1beta2", "resourceclaims"),
+    Resource("resource.k8s.io", "v1beta1", "resourceclaims"),
+)
 VOLCANO_JOBS: Final = Resource("batch.volcano.sh", "v1alpha1", "jobs")
 #: Kubeflow Trainer's ClusterTrainingRuntimes (cluster-scoped): where a TrainJob without numNodes finds its count.
 RUNTIMES: Final = Resource(trainjob.GROUP, trainjob.VERSION, trainjob.RUNTIME_PLURAL, namespaced=False)

@@ -17,7 +17,11 @@ Managed offerings append a ``+`` to the minor (``"32+"``); it is ignored.
 Optional APIs (:data:`OPTIONAL_APIS`): what a server lacks turns off the
 feature that needs it, with one log line saying so, and the gauge
 ``ringcontroller_api_available{api}`` (1 served, 0 not) shows it; the rest
-of the daemon runs as usual.
+of the daemon runs as usual. An API that older releases serve at an older
+version with the fields the daemon reads (DRA's ResourceClaims:
+``resource.k8s.io/v1`` from 1.34, ``v1beta2`` in 1.33, ``v1beta1`` in 1.32,
+where the cluster enables it) is used at the newest version the server
+serves (:func:`served_version`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from model import hypernode, trainjob
+from ringcontroller.resource import RESOURCE_CLAIMS, RESOURCE_CLAIMS_OLDER
 
 __all__ = [
     "EXIT_SERVER_TOO_OLD",
@@ -36,6 +41,7 @@ __all__ = [
     "OptionalApi",
     "ServerVersion",
     "parse_version",
+    "served_version",
     "too_old_message",
 ]
 
@@ -119,8 +125,10 @@ class OptionalApi:
     """An API the daemon uses where the server serves it.
 
     ``name`` labels the gauge and the log line; ``group_version`` and
-    ``resource`` are looked up by discovery; ``feature`` says what is off
-    without it and ``hint`` how to get it.
+    ``resource`` are looked up by discovery; ``older`` lists older group
+    versions (newest first) that serve the same resource with the fields the
+    daemon reads, used when ``group_version`` is not served; ``feature`` says
+    what is off without it and ``hint`` how to get it.
     """
 
     name: str
@@ -128,6 +136,21 @@ class OptionalApi:
     resource: str
     feature: str
     hint: str
+    older: tuple[str, ...] = ()
+
+    @property
+    def group_versions(self) -> tuple[str, ...]:
+        """``group_version`` then ``older``: the versions discovery looks up, in preference order."""
+        return (self.group_version, *self.older)
+
+
+def served_version(api: OptionalApi, served: Mapping[str, set[str] | frozenset[str]]) -> str | None:
+    """The newest of ``api.group_versions`` whose discovery document (``served``: group version to
+    its resources' names) lists ``api.resource``; None when none does."""
+    for group_version in api.group_versions:
+        if api.resource in served.get(group_version, ()):
+            return group_version
+    return None
 
 
 OPTIONAL_APIS: Final = (
@@ -147,10 +170,16 @@ OPTIONAL_APIS: Final = (
     ),
     OptionalApi(
         name="resourceclaims",
-        group_version="resource.k8s.io/v1",
-        resource="resourceclaims",
+        group_version=f"{RESOURCE_CLAIMS.group}/{RESOURCE_CLAIMS.version}",
+        resource=RESOURCE_CLAIMS.plural,
         feature="members' addresses from a DRA-allocated NIC (the ring-controller.io/network-claim annotation)",
-        hint="Kubernetes 1.34 or newer serves resource.k8s.io/v1 (DRA); then restart",
+        hint=(
+            "Kubernetes 1.34 or newer serves resource.k8s.io/v1 (DRA); 1.32 and 1.33 serve v1beta1 (v1beta2) "
+            "when the DynamicResourceAllocation and DRAResourceClaimDeviceStatus feature gates and the API "
+            "(--runtime-config) are on; then restart"
+        ),
+        # The same status.devices[].networkData in each (alpha in 1.32, beta in 1.33, GA in 1.34+).
+        older=tuple(f"{r.group}/{r.version}" for r in RESOURCE_CLAIMS_OLDER),
     ),
     OptionalApi(
         name="validatingadmissionpolicies",

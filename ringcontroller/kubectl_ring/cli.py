@@ -46,7 +46,7 @@ from ringcontroller.kubectl_ring.api import (
     ReadError,
 )
 from ringcontroller.kubectl_ring.jobs import JobView, Snapshot, find, launch_setup, pod_env, views
-from ringcontroller.resource import HYPERNODES, NODES, RESOURCE_CLAIMS, RUNTIMES, of_kind
+from ringcontroller.resource import HYPERNODES, NODES, RESOURCE_CLAIMS, RESOURCE_CLAIMS_OLDER, RUNTIMES, of_kind
 
 EXIT_OK: Final = 0
 EXIT_ERROR: Final = 1
@@ -239,12 +239,15 @@ def read(reader: Reader, namespace: str | None, *, label_key: str, rank_order: s
             print(f"note: HyperNodes not readable ({err}): their tiers are left out", file=sys.stderr)
     claims: list[Json] = []
     if any(NETWORK_CLAIM_ANNOTATION in ((raw.get("metadata") or {}).get("annotations") or {}) for _, raw in workloads):
-        try:
-            claims = reader.items(RESOURCE_CLAIMS, namespace=namespace)
-        except NotServed:
-            pass  # no DRA on this cluster: the members wait, as the controller's do
-        except ReadError as err:
-            print(f"note: ResourceClaims not readable ({err}): their NICs are unknown", file=sys.stderr)
+        for resource in (RESOURCE_CLAIMS, *RESOURCE_CLAIMS_OLDER):  # the newest version served
+            try:
+                claims = reader.items(resource, namespace=namespace)
+                break
+            except NotServed:
+                continue  # not at this version; none at all: no DRA, the members wait as the controller's do
+            except ReadError as err:
+                print(f"note: ResourceClaims not readable ({err}): their NICs are unknown", file=sys.stderr)
+                break
     return Snapshot(
         workloads=tuple(workloads),
         pods=tuple(pods),

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from model.keys import REGISTERED_ANNOTATION
 from ranktable.registration import registration_value
+from ringcontroller.resource import RESOURCE_CLAIMS, RESOURCE_CLAIMS_OLDER
 from ringdevcluster.kwok import node_manifest
 from tests.support.controllerproc import ControllerProcess
 from tests.support.factories import deployment, pod_template, volcano_job, volcano_pod
@@ -248,16 +250,31 @@ def _reconciles(proc: ControllerProcess) -> float:
     )
 
 
-def _nic_claim(name: str) -> Json:
+def _claims_version(k8s: Any) -> str:
+    """The newest ResourceClaim version the server serves, as the controller picks it: ``v1`` from
+    Kubernetes 1.34, ``v1beta1`` on a 1.32 dev cluster (which turns DRA on)."""
+    group = client.ApisApi(k8s.api).get_api_versions()
+    served = {v.version for g in group.groups if g.name == "resource.k8s.io" for v in g.versions}
+    version = next((r.version for r in (RESOURCE_CLAIMS, *RESOURCE_CLAIMS_OLDER) if r.version in served), None)
+    assert version is not None, f"the server serves no resource.k8s.io ResourceClaims (it serves {sorted(served)})"
+    return version
+
+
+def _nic_claim(name: str, *, version: str) -> Json:
+    request: Json = {"name": "nic"}
+    if version == "v1beta1":
+        request["deviceClassName"] = "nic.example.com"  # v1beta1 has no `exactly` (it came with v1beta2)
+    else:
+        request["exactly"] = {"deviceClassName": "nic.example.com"}
     return {
-        "apiVersion": "resource.k8s.io/v1",
+        "apiVersion": f"resource.k8s.io/{version}",
         "kind": "ResourceClaim",
         "metadata": {"name": name},
-        "spec": {"devices": {"requests": [{"name": "nic", "exactly": {"deviceClassName": "nic.example.com"}}]}},
+        "spec": {"devices": {"requests": [request]}},
     }
 
 
-def _report_nic(k8s: Any, namespace: str, name: str, *, n: int) -> None:
+def _report_nic(k8s: Any, namespace: str, name: str, *, n: int, version: str) -> None:
     """Allocate the claim's device and report its NIC, as the scheduler and a DRA network driver would."""
     device = {"driver": "nic.example.com", "pool": "kwok-node-0", "device": f"nic-{n}"}
     status = {
@@ -275,15 +292,18 @@ def _report_nic(k8s: Any, namespace: str, name: str, *, n: int) -> None:
             ],
         }
     }
-    k8s.custom.patch_namespaced_custom_object_status("resource.k8s.io", "v1", namespace, "resourceclaims", name, status)
+    k8s.custom.patch_namespaced_custom_object_status(
+        "resource.k8s.io", version, namespace, "resourceclaims", name, status
+    )
 
 
 def test_a_claim_job_waits_for_the_dra_driver_then_lists_each_nics_address(
     k8s: Any, namespace: str, controller: ControllerProcess, kubeconfig: Path
 ) -> None:
+    version = _claims_version(k8s)
     for i in range(2):
         k8s.custom.create_namespaced_custom_object(
-            "resource.k8s.io", "v1", namespace, "resourceclaims", _nic_claim(f"nic-{i}")
+            "resource.k8s.io", version, namespace, "resourceclaims", _nic_claim(f"nic-{i}", version=version)
         )
     raw = volcano_job("dra", tasks=[("worker", 2)])
     raw["metadata"]["annotations"] = {"ring-controller.io/network-claim": "nic"}
@@ -302,8 +322,8 @@ def test_a_claim_job_waits_for_the_dra_driver_then_lists_each_nics_address(
     )
     text = ring("describe", "-n", namespace, "dra", kubeconfig=kubeconfig).stdout
     assert "not on network" in text and "ResourceClaim nic-0 reports no address yet" in text
-    _report_nic(k8s, namespace, "nic-0", n=10)
-    _report_nic(k8s, namespace, "nic-1", n=11)
+    _report_nic(k8s, namespace, "nic-0", n=10, version=version)
+    _report_nic(k8s, namespace, "nic-1", n=11, version=version)
     spec = wait_spec(k8s, namespace, "rings-config-dra")
     assert [(m["ip"], m["interface"]) for m in spec["members"]] == [("192.0.2.10", "eth9"), ("192.0.2.11", "eth9")]
     env = _env("dra-worker-0", namespace, kubeconfig)

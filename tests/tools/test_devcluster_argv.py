@@ -64,3 +64,19 @@ def test_the_api_server_certificate_carries_the_service_ip(fresh_state: tuple[Pa
         check=True,
     ).stdout
     assert "IP Address:10.96.0.1" in text and "IP Address:127.0.0.1" in text
+
+
+def test_a_fresh_1_32_cluster_turns_dra_on_in_its_control_plane(tmp_path: Path) -> None:
+    binaries = {name: Path(f"/cache/x/{name}") for name in _BINARIES}
+    ports = itertools.count(20000)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cluster, "free_port", lambda: next(ports))
+        fresh = cluster._fresh(
+            tmp_path, binaries=binaries, versions={"etcd": "v0", "kwok": "v0", "kube": "v1.32.13"}, addons=[],
+            say=lambda _m: None,
+        )  # fmt: skip
+    argv = fresh._state["argv"]
+    gates = "--feature-gates=DynamicResourceAllocation=true,DRAResourceClaimDeviceStatus=true"
+    assert gates in argv["kube-apiserver"] and "--runtime-config=resource.k8s.io/v1beta1=true" in argv["kube-apiserver"]
+    assert gates in argv["kube-controller-manager"] and gates in argv["kube-scheduler"]
+    assert not any(a.startswith("--feature-gates=") for a in argv["etcd"] + argv["kwok"])

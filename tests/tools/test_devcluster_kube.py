@@ -176,3 +176,17 @@ def test_the_pinned_minor_needs_no_lookup_when_given_in_full(monkeypatch: pytest
     monkeypatch.setattr(kubeversions, "_go", no_network)
     assert build.resolve_kube("1.35.4") == "v1.35.4"
     assert build.resolve_kube(None) is None
+
+
+def test_dra_is_turned_on_before_1_34_and_left_at_its_defaults_from_then_on() -> None:
+    for version in ("v1.32.13", "v1.33.7"):
+        flags = kubeversions.release_flags(version)
+        assert flags["kube-apiserver"] == [
+            "--feature-gates=DynamicResourceAllocation=true,DRAResourceClaimDeviceStatus=true",
+            "--runtime-config=resource.k8s.io/v1beta1=true",
+        ]
+        assert set(flags) == {"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+        assert all(f[0].startswith("--feature-gates=DynamicResourceAllocation=true") for f in flags.values())
+    # GA from 1.34: naming a gate that a later release removed would stop the process.
+    for version in (None, "v1.34.0", "v1.35.4", "v1.37.2", "v1.38.0-rc.1"):
+        assert kubeversions.release_flags(version) == {}

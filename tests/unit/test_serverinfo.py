@@ -12,6 +12,7 @@ from ringcontroller.serverinfo import (
     OPTIONAL_APIS,
     ServerVersion,
     parse_version,
+    served_version,
     too_old_message,
 )
 
@@ -90,3 +91,20 @@ def test_every_optional_api_names_the_feature_it_turns_off() -> None:
     assert {"hypernodes", "trainingruntimes", "validatingadmissionpolicies"} <= set(names)
     for api in OPTIONAL_APIS:
         assert "/" in api.group_version and api.resource and api.feature and api.hint
+
+
+def test_resource_claims_are_read_at_the_newest_version_the_server_serves() -> None:
+    claims = next(api for api in OPTIONAL_APIS if api.name == "resourceclaims")
+    every = {
+        "resource.k8s.io/v1": {"resourceclaims", "deviceclasses"},
+        "resource.k8s.io/v1beta2": {"resourceclaims"},
+        "resource.k8s.io/v1beta1": {"resourceclaims"},
+    }
+    assert served_version(claims, every) == "resource.k8s.io/v1"  # 1.34 and newer
+    assert served_version(claims, {**every, "resource.k8s.io/v1": set()}) == "resource.k8s.io/v1beta2"  # 1.33
+    assert served_version(claims, {"resource.k8s.io/v1beta1": {"resourceclaims"}}) == "resource.k8s.io/v1beta1"
+    # A group version that lists other resources only does not count; none served: None (the feature is off).
+    assert served_version(claims, {"resource.k8s.io/v1": {"deviceclasses"}}) is None
+    assert served_version(claims, {}) is None
+    hypernodes = next(api for api in OPTIONAL_APIS if api.name == "hypernodes")
+    assert hypernodes.group_versions == (hypernodes.group_version,)  # no older version to fall back to

@@ -496,7 +496,9 @@ def _fresh(
         ports.update({key: free_port() for key in addon_specs.ADDONS[name].ports})
     server = f"https://127.0.0.1:{ports['kube-apiserver']}"
     pki = Pki(state_dir / "pki")
-    setup = controlplane.configure(state_dir=state_dir, server=server, pki=pki, ports=ports, binaries=binaries)
+    setup = controlplane.configure(
+        state_dir=state_dir, server=server, pki=pki, ports=ports, binaries=binaries, kube=versions.get("kube")
+    )
     recorded: dict[str, Any] = {
         "version": VERSION,
         "server": server,

@@ -16,7 +16,7 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ringdevcluster import kwok
+from ringdevcluster import kubeversions, kwok
 from ringdevcluster.pki import Pki, write_kubeconfig
 
 __all__ = [
@@ -93,8 +93,24 @@ rules:
 """
 
 
-def argv(*, state_dir: Path, binaries: Mapping[str, Path], ports: Mapping[str, int], pki: Pki) -> dict[str, list[str]]:
-    """The control plane's processes' argv (:data:`COMPONENTS`), for the files :func:`configure` writes."""
+def argv(
+    *,
+    state_dir: Path,
+    binaries: Mapping[str, Path],
+    ports: Mapping[str, int],
+    pki: Pki,
+    kube: str | None = None,
+) -> dict[str, list[str]]:
+    """The control plane's processes' argv (:data:`COMPONENTS`), for the files :func:`configure` writes;
+    ``kube`` (the release's full version, None: the pinned one) adds its
+    :func:`ringdevcluster.kubeversions.release_flags`."""
+    processes = _argv(state_dir=state_dir, binaries=binaries, ports=ports, pki=pki)
+    for process, flags in kubeversions.release_flags(kube).items():
+        add_flags(processes[process], flags)
+    return processes
+
+
+def _argv(*, state_dir: Path, binaries: Mapping[str, Path], ports: Mapping[str, int], pki: Pki) -> dict[str, list[str]]:
     kc = state_dir / "kubeconfigs"
     etcd_url = f"http://127.0.0.1:{ports['etcd']}"
     peer_url = f"http://127.0.0.1:{ports['etcd-peer']}"
@@ -190,12 +206,19 @@ def argv(*, state_dir: Path, binaries: Mapping[str, Path], ports: Mapping[str, i
 
 
 def configure(
-    *, state_dir: Path, server: str, pki: Pki, ports: Mapping[str, int], binaries: Mapping[str, Path]
+    *,
+    state_dir: Path,
+    server: str,
+    pki: Pki,
+    ports: Mapping[str, int],
+    binaries: Mapping[str, Path],
+    kube: str | None = None,
 ) -> Setup:
     """Create the CA, the control plane's certificates, kubeconfigs and files in an empty ``state_dir``;
     return its processes' argv.
 
-    ``ports`` holds at least :data:`PORTS`; ``server`` is the API server's URL on them.
+    ``ports`` holds at least :data:`PORTS`; ``server`` is the API server's URL on them; ``kube``
+    is the release's full version (None: the pinned one), whose flags :func:`argv` adds.
     """
     pki.init_ca()
     pki.issue(
@@ -222,4 +245,4 @@ def configure(
             )  # fmt: skip
     (state_dir / "kwok.yaml").write_text(kwok.STAGES)
     (state_dir / AUDIT_POLICY_FILE).write_text(AUDIT_POLICY)
-    return Setup(argv=argv(state_dir=state_dir, binaries=binaries, ports=ports, pki=pki))
+    return Setup(argv=argv(state_dir=state_dir, binaries=binaries, ports=ports, pki=pki, kube=kube))

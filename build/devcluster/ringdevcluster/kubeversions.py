@@ -22,6 +22,11 @@ release is built from wrapper modules generated on first use, in
 The generated files feed the cache key like committed ones, so each
 release's binaries live in cache entries of their own (``kube-v1.32.13-<key>``).
 A directory appears by an atomic rename once complete.
+
+What the control plane is started with differs by release where the
+release lacks by default what the tests use (:func:`release_flags`): 1.32
+and 1.33 get DRA (its feature gates and ``resource.k8s.io/v1beta1``), on by
+default from 1.34.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ __all__ = [
     "nearest_published",
     "normalise",
     "published_version",
+    "release_flags",
     "staging_replaces",
     "wrapper_go_mod",
 ]
@@ -102,6 +108,34 @@ def go_line(go_mod: str) -> str | None:
 def staging_replaces(go_mod: str) -> list[str]:
     """The modules k8s.io/kubernetes's ``go_mod`` replaces by ``./staging/...`` paths, in file order."""
     return re.findall(r"^\s*(?:replace\s+)?(\S+)\s+=>\s+\./staging/\S+\s*$", go_mod, flags=re.MULTILINE)
+
+
+#: DRA's feature gates, off by default before 1.34 (DynamicResourceAllocation beta in 1.32 and
+#: 1.33; DRAResourceClaimDeviceStatus, status.devices[].networkData, alpha in 1.32, beta in 1.33).
+_DRA_GATES = "DynamicResourceAllocation=true,DRAResourceClaimDeviceStatus=true"
+
+
+def release_flags(version: str | None) -> dict[str, list[str]]:
+    """The flags each control-plane process of Kubernetes ``version`` (a full version; None: the
+    pinned one; a value naming no release is taken as the pinned one too) gets beside its usual
+    ones: ``{process: [--flag=value, ...]}``, empty where none.
+
+    Before 1.34, DRA (``resource.k8s.io``: ResourceClaims reporting a NIC's
+    address) is served only when turned on: its feature gates on the API
+    server, controller-manager and scheduler, and ``resource.k8s.io/v1beta1``
+    on the API server. From 1.34 it is GA and on by default, and the gates
+    are left alone (a GA gate is removed some releases later, and naming
+    a removed gate stops the process).
+    """
+    release = _FULL.fullmatch(version or "")
+    if release is None or int(release.group(1)) >= 34:
+        return {}
+    gates = f"--feature-gates={_DRA_GATES}"
+    return {
+        "kube-apiserver": [gates, "--runtime-config=resource.k8s.io/v1beta1=true"],
+        "kube-controller-manager": [gates],
+        "kube-scheduler": [gates],
+    }
 
 
 def published_version(version: str) -> str:
