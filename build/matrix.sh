@@ -23,9 +23,12 @@
 # in .state/matrix/V (a state directory of its own; the binaries are cached
 # apart per release in ~/.cache/ring-devcluster), pytest with
 # RING_DEVCLUSTER_STATE and RING_DEVCLUSTER_KUBE pointing at it, the result
-# recorded (python -m tests.bench.matrix record), the cluster stopped. At the
-# end README.md's table is rewritten from the JSON; tests/unit/test_matrix.py
-# checks the two agree. Exit 1 when any tier that ran failed.
+# recorded (python -m tests.bench.matrix record), the cluster stopped (also
+# after a failed `up` and when the script is interrupted; a --workloads-state
+# cluster is left running). At the end README.md's table is rewritten from the
+# JSON; tests/unit/test_matrix.py checks the two agree. Exit 1 when any tier
+# that ran failed. Two runs at once (one release each) take turns at .venv and
+# the JSON.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -40,7 +43,7 @@ while [[ $# -gt 0 ]]; do
         --tiers) tiers="$2"; shift 2 ;;
         --tiers=*) tiers="${1#--tiers=}"; shift ;;
         --workloads-state) shared_workloads="$2"; shift 2 ;;
-        -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) break ;;
     esac
 done
@@ -57,12 +60,14 @@ step() { printf '\n==> %s\n' "$*" >&2; }
 source .venv/bin/activate
 extras="test"
 [[ ",$tiers," == *",workloads,"* ]] && extras="test,tensorflow,jax"
+mkdir -p .state/matrix
+# Two runs at once (one release each) share .venv and the JSON: one writer at a time.
+serial() { flock "$repo/.state/matrix/.lock" "$@"; }
 step "pip install -e '.[$extras]' -e build/devcluster"
-python -m pip install --quiet --disable-pip-version-check -e ".[$extras]" -e build/devcluster
+serial python -m pip install --quiet --disable-pip-version-check -e ".[$extras]" -e build/devcluster
 step "ring-devcluster tools (helm and kubectl, for the chart and kustomize tests)"
 ring-devcluster tools >/dev/null
 
-mkdir -p .state/matrix
 # Every release's Go modules download beside the first build (nice 19, network-bound).
 (
     for spec in ${kubes//,/ }; do
@@ -71,6 +76,17 @@ mkdir -p .state/matrix
     done
 ) >.state/matrix/download.log 2>&1 &
 failed=0
+# The cluster this script brought up, stopped when the script ends however it ends (a failed
+# `up` leaves its processes running for inspection, and a workloads cluster holds the real node).
+ours=""
+stop_ours() {
+    [[ -n "$ours" ]] || return 0
+    step "ring-devcluster down --state-dir $ours"
+    ring-devcluster down --state-dir "$ours" >/dev/null || true
+    ours=""
+}
+trap stop_ours EXIT
+trap 'exit 130' INT TERM
 for spec in ${kubes//,/ }; do
     version="$(python -c "import sys; from ringdevcluster import build; print(build.resolve_kube(sys.argv[1]))" "$spec")"
     for tier in ${tiers//,/ }; do
@@ -81,12 +97,14 @@ for spec in ${kubes//,/ }; do
             addons=(--with jobset,volcano,trainer,node,prometheus)
         fi
         step "Kubernetes $version ($spec), $tier tier: ring-devcluster up --kube $version --state-dir $state ${addons[*]}"
+        [[ "$tier" == workloads && -n "$shared_workloads" ]] || ours="$state"  # a shared one is not ours to stop
         if ! up_log="$(ring-devcluster up -q --kube "$version" --state-dir "$state" "${addons[@]}" 2>&1 >/dev/null)"; then
             why="$(printf '%s\n' "$up_log" | grep 'error:' | tail -1 | sed 's/^ring-devcluster: error: //')"
             printf '%s\n' "$up_log" | tail -20 >&2
-            python -m tests.bench.matrix record --kube "$version" --tier "$tier" --command "$command_line" \
+            serial python -m tests.bench.matrix record --kube "$version" --tier "$tier" --command "$command_line" \
                 --not-run "ring-devcluster up failed: ${why:-see the log above}"
             [[ "$tier" == workloads && "$why" == *"node"* ]] || failed=1
+            stop_ours
             continue
         fi
         report=".state/matrix/$version-$tier.xml"
@@ -99,18 +117,14 @@ for spec in ${kubes//,/ }; do
             RING_DEVCLUSTER_WORKLOADS_STATE="$state" RING_DEVCLUSTER_KUBE="$version" \
                 python -m pytest -q tests/workloads --junitxml="$report" "$@" || code=$?
         fi
-        python -m tests.bench.matrix record --kube "$version" --tier "$tier" --junit "$report" \
+        serial python -m tests.bench.matrix record --kube "$version" --tier "$tier" --junit "$report" \
             --exit-code "$code" --seconds "$(( $(date +%s) - started ))" --command "$command_line"
         [[ $code -eq 0 ]] || failed=1
-        if [[ "$tier" == workloads && -n "$shared_workloads" ]]; then
-            continue  # not ours to stop
-        fi
-        step "ring-devcluster down --state-dir $state"
-        ring-devcluster down --state-dir "$state" >/dev/null || true
+        stop_ours
     done
 done
 
 step "README.md's Supported versions table from tests/bench/figures/kube-matrix.json"
-python -m tests.bench.matrix readme
-python -m tests.bench.matrix readme --check
+serial python -m tests.bench.matrix readme
+serial python -m tests.bench.matrix readme --check
 exit "$failed"
