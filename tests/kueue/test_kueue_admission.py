@@ -17,6 +17,7 @@ import contextlib
 import json
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from ringdevcluster import Cluster
 from ringdevcluster.kwok import EXIT_CODE_ANNOTATION
 from tests.support.controllerproc import ControllerProcess
 from tests.support.factories import jobset, pod_template
+from tests.support.kubectlring import ring
 from tests.support.kubehelp import Watcher, wait_for, wait_spec
 from tests.support.kueue import (
     HOSTNAME,
@@ -185,7 +187,7 @@ def _waiting_trainjob(k8s: Any, namespace: str, name: str, *, lq: str, runtime: 
 
 @pytest.mark.parametrize("kind", ["JobSet", "TrainJob"], ids=["jobset", "trainjob"])
 def test_a_job_waiting_for_quota_gets_its_spec_only_once_admitted_and_running(
-    kind: str, k8s: Any, namespace: str, controller: ControllerProcess
+    kind: str, k8s: Any, kubeconfig: Path, namespace: str, controller: ControllerProcess
 ) -> None:
     runtime = tensorflow_runtime(f"tf-{namespace}")
     with queue(k8s, namespace, quota={"cpu": "2"}) as lq, cluster_runtime(k8s, runtime):
@@ -204,6 +206,8 @@ def test_a_job_waiting_for_quota_gets_its_spec_only_once_admitted_and_running(
             assert job["spec"]["suspend"] is True
             waiting = wait_spec(k8s, namespace, "rings-config-second", status="initializing")
             assert waiting["members"] == [] and jobset_pods(k8s, namespace, "second") == []
+            why = ring("describe", f"{kind.lower()}/second", "-n", namespace, kubeconfig=kubeconfig)
+            assert f"until Kueue admits it from LocalQueue {lq}" in why.stdout, why.stdout + why.stderr
 
             _finish(k8s, namespace, "first")
             _workload(k8s, namespace, "JobSet", "first", until="Finished")
