@@ -11,7 +11,10 @@ how long each part took and which test passed::
 The JSON (:data:`FIGURES`): ``{"date", "command", "outcome", "passed",
 "failed", "errors", "skipped", "versions", "seconds": {"build", "up",
 "tests"}, "built": {module: "XmYYs" as ring-devcluster printed it, or
-"cached"}, "tests": [{"name", "outcome", "seconds"}]}``. ``outcome`` is
+"cached"}, "last_build": {module: {"time", "date", "command"}}, "tests":
+[{"name", "outcome", "seconds"}]}``. ``last_build`` keeps, per module, the
+last recorded run that compiled it (a run that found it cached carries the
+earlier one over), so the cold build time stays on record. ``outcome`` is
 :func:`tests.bench.matrix.outcome`'s (a skip fails the tier, as everywhere).
 """
 
@@ -85,6 +88,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "seconds": {"build": args.build_seconds, "up": args.up_seconds, "tests": args.tests_seconds},
         "built": built_modules(args.build_log.read_text(errors="replace"), ["jobset", "trainer", "kueue"]),
         "tests": case_results(args.junit),
+    }
+    earlier = json.loads(args.out.read_text()).get("last_build", {}) if args.out.is_file() else {}
+    doc["last_build"] = {
+        name: {"time": took, "date": doc["date"], "command": args.command} if took != "cached" else earlier[name]
+        for name, took in doc["built"].items()
+        if took != "cached" or name in earlier
     }
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"{args.out}: {doc['outcome']} ({counts['passed']} passed)", file=sys.stderr)

@@ -43,3 +43,19 @@ def test_each_test_case_and_each_built_module_is_recorded(tmp_path: Path) -> Non
         {"name": "test_a[trainjob]", "outcome": "failure", "seconds": 20.0},
         {"name": "test_b", "outcome": "passed", "seconds": 0.0},
     ]
+
+
+def test_a_run_that_built_nothing_keeps_the_last_build_on_record(tmp_path: Path) -> None:
+    report = tmp_path / "kueue.xml"
+    report.write_text(_JUNIT)
+    out = tmp_path / "kueue.json"
+    argv = ["record", "--junit", str(report), "--exit-code", "0", "--build-seconds", "1", "--up-seconds", "1",
+            "--tests-seconds", "1", "--command", "build/kueue.sh --record", "--out", str(out)]  # fmt: skip
+    (tmp_path / "cold.log").write_text(_LOG)
+    (tmp_path / "warm.log").write_text("ring-devcluster: nothing to build\n")
+    kueue.main([*argv, "--build-log", str(tmp_path / "cold.log")])
+    cold = json.loads(out.read_text())["last_build"]
+    assert list(cold) == ["kueue"] and cold["kueue"]["time"] == "6m12s"
+    kueue.main([*argv, "--build-log", str(tmp_path / "warm.log")])
+    doc = json.loads(out.read_text())
+    assert doc["built"]["kueue"] == "cached" and doc["last_build"] == cold

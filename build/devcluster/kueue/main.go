@@ -210,6 +210,8 @@ func main() {
 		scheduler.WithAdmissionFairSharing(cfg.AdmissionFairSharing),
 		scheduler.WithPreemptionExpectations(expectations),
 		scheduler.WithResourceFormatter(formatter),
+		// upstream's default: a resource no flavor covers blocks admission
+		scheduler.WithQuotaCheckStrategy(configapi.QuotaCheckBlockUndeclared),
 	)
 	if err := mgr.Add(sched); err != nil {
 		fail(err, "unable to add the scheduler")
