@@ -2,12 +2,17 @@
 # Install everything the tests need and run them all, against a real local
 # Kubernetes control plane (ring-devcluster).
 #
-#   build/test.sh [--with torch] [pytest args...]
+#   build/test.sh [--with torch] [--with kueue] [pytest args...]
 #   build/test.sh --help          # this text
 #
 # --with torch adds tests/workloads/test_torch_gloo.py (a gloo all-reduce over
 # 3 pods of a stock PyTorch image, tests/support/torchimage.py): PyTorch from
 # PyPI brings 2.8 GB of CUDA wheels, so it is not part of a default run.
+# --with kueue adds tests/kueue (jobs admitted, preempted and placed by a real
+# Kueue, on a kwok cluster of its own: `ring-devcluster up --with
+# jobset,trainer,kueue` in $RING_DEVCLUSTER_KUEUE_STATE, default
+# $RING_DEVCLUSTER_STATE-kueue); Kueue's cold build does not fit CI's budget.
+# build/kueue.sh runs that tier alone.
 #
 # Steps: create/reuse the virtualenv .venv; pip install the package with its
 # test, tensorflow and jax extras, and the dev-cluster tool (build/devcluster); `ring-devcluster up` (builds the control-plane
@@ -46,10 +51,12 @@ if [[ "${1:-}" == "--help" || "${1:-}" == "-h" ]]; then
     sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
     exit 0
 fi
-if [[ "${1:-}" == "--with" && "${2:-}" == "torch" ]]; then
-    export RING_TEST_TORCH=1
+export RING_DEVCLUSTER_KUEUE_STATE="${RING_DEVCLUSTER_KUEUE_STATE:-$RING_DEVCLUSTER_STATE-kueue}"
+while [[ "${1:-}" == "--with" && ( "${2:-}" == "torch" || "${2:-}" == "kueue" ) ]]; do
+    [[ "$2" == torch ]] && export RING_TEST_TORCH=1
+    [[ "$2" == kueue ]] && export RING_TEST_KUEUE=1
     shift 2
-fi
+done
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 
@@ -91,6 +98,11 @@ ring-devcluster up --state-dir "$RING_DEVCLUSTER_WORKLOADS_STATE" --with jobset,
 
 step "ring-devcluster build --with prometheus (promtool for tests/tools/test_alert_rules.py; cached: instant)"
 ring-devcluster build --with prometheus
+
+if [[ "${RING_TEST_KUEUE:-}" == 1 ]]; then
+    step "ring-devcluster up --with jobset,trainer,kueue (state: $RING_DEVCLUSTER_KUEUE_STATE)"
+    ring-devcluster up --state-dir "$RING_DEVCLUSTER_KUEUE_STATE" --with jobset,trainer,kueue
+fi
 
 wait "$download_pid" || true  # long done by now; its modules are in place either way
 

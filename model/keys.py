@@ -72,6 +72,11 @@ SELF_REGISTER_ANNOTATION: Final = "ring-controller.io/self-register"
 #: :mod:`model.topology`). Absent: the controller's ``--rank-order``.
 RANK_ORDER_ANNOTATION: Final = "ring-controller.io/rank-order"
 
+#: Kueue's label naming the LocalQueue a job waits in: Kueue's webhook creates
+#: such a job suspended (``spec.suspend``) and its scheduler resumes it on
+#: admission, and suspends it again when it preempts it.
+KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
+
 # Addresses: IP family and secondary network (per job, opt-in) -----------------
 
 #: Workload annotation choosing the IP family of a dual-stack job's addresses:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NewType
 
 from model.ascend import AscendJob, ascend_job
-from model.keys import CONFIGMAP_PREFIX, RANK_ORDER_ANNOTATION, SELF_REGISTER_ANNOTATION
+from model.keys import CONFIGMAP_PREFIX, KUEUE_QUEUE_LABEL, RANK_ORDER_ANNOTATION, SELF_REGISTER_ANNOTATION
 from model.network import AddressRule, Attachment, address_rule
 from ranktable.clusterspec import JobRef
 from ranktable.stored import unpack
@@ -360,11 +360,27 @@ def self_register_choice(annotations: dict[str, Any]) -> bool | None:
     return {"true": True, "false": False}.get(value)
 
 
+def suspension(raw: dict[str, Any], kind: str) -> str | None:
+    """Why workload ``raw`` of ``kind`` runs no pods by its own choice: it is suspended
+    (``spec.suspend``), by Kueue when it names a LocalQueue; None when it is not suspended."""
+    if ((raw.get("spec") or {}).get("suspend")) is not True:
+        return None
+    queue = ((raw.get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+    if queue:
+        return (
+            f"the {kind} is suspended (spec.suspend) until Kueue admits it from LocalQueue {queue} "
+            f"(label {KUEUE_QUEUE_LABEL}), or after Kueue preempted it: its pods run once it is resumed"
+        )
+    return f"the {kind} is suspended (spec.suspend): its pods run once it is resumed"
+
+
 def workload(raw: dict[str, Any], *, short: str, kind: str, api_version: str, **fields: Any) -> WorkloadRecord:
     """A WorkloadRecord for ``raw`` of ``kind``: identity from its metadata
     (job key ``<short>/<namespace>/<name>``), its Ascend facts from the
-    metadata and ``fields["tasks"]``, the rest from ``fields``."""
+    metadata and ``fields["tasks"]``, why it waits (:func:`suspension`)
+    unless ``fields`` says, the rest from ``fields``."""
     meta = raw.get("metadata") or {}
+    fields.setdefault("waiting", suspension(raw, kind))
     namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
     fields.setdefault("ascend", ascend_job(meta, fields.get("tasks", ())))
     fields.setdefault("self_register", self_register_choice(meta.get("annotations") or {}))

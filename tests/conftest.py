@@ -40,18 +40,24 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect the ``torch`` tests unless ``RING_TEST_TORCH=1`` (``build/test.sh --with torch``).
+#: Opt-in markers and the variable that selects each (``build/test.sh --with NAME`` sets it).
+OPT_IN = {"torch": "RING_TEST_TORCH", "kueue": "RING_TEST_KUEUE"}
 
-    Deselected, not skipped: they are opt-in (PyTorch's 2.8 GB of CUDA wheels do
-    not fit CI's cold budget), and a skip fails ``build/test.sh``.
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the opt-in tests unless their variable is ``1``: ``torch`` (``RING_TEST_TORCH=1``,
+    ``build/test.sh --with torch``) and ``kueue`` (``RING_TEST_KUEUE=1``, ``build/test.sh --with kueue``).
+
+    Deselected, not skipped: they are opt-in (PyTorch's 2.8 GB of CUDA wheels,
+    Kueue's cold build and cluster do not fit CI's cold budget), and a skip
+    fails ``build/test.sh``.
     """
-    if os.environ.get("RING_TEST_TORCH") == "1":
-        return
-    kept = [item for item in items if item.get_closest_marker("torch") is None]
-    if len(kept) != len(items):
-        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("torch") is not None])
-        items[:] = kept
+    off = [marker for marker, variable in OPT_IN.items() if os.environ.get(variable) != "1"]
+    dropped = [item for item in items if any(item.get_closest_marker(m) is not None for m in off)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        gone = {id(item) for item in dropped}
+        items[:] = [item for item in items if id(item) not in gone]
 
 
 @pytest.fixture(scope="session")

@@ -44,3 +44,9 @@ def workloads_state_dir() -> Path:
     """The state directory of the cluster with the workload controllers (build/test.sh uses the same)."""
     env = os.environ.get("RING_DEVCLUSTER_WORKLOADS_STATE")
     return Path(env) if env else Path(f"{devcluster_state_dir()}-workloads")
+
+
+def kueue_state_dir() -> Path:
+    """The state directory of the kwok cluster with JobSet, Trainer and Kueue (``build/test.sh --with kueue``)."""
+    env = os.environ.get("RING_DEVCLUSTER_KUEUE_STATE")
+    return Path(env) if env else Path(f"{devcluster_state_dir()}-kueue")

@@ -25,7 +25,7 @@ EXPECTED = Path(__file__).with_name("devcluster_argv.json")
 #: Binary name -> the path the recording used.
 _BINARIES = (
     "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "jobset", "controller-manager",
-    "scheduler", "trainer", "kubelet", "kube-proxy", "relay", "coredns", "pause", "prometheus",
+    "scheduler", "trainer", "kubelet", "kube-proxy", "relay", "coredns", "pause", "prometheus", "kueue",
 )  # fmt: skip
 
 

@@ -243,3 +243,32 @@ def test_evicted_deployment_pod_holds_no_rank() -> None:
     fresh = pod_record(_deploy_pod("web-5d8f7c9b4-bbbbb", "2026-11-29T00:00:05Z", "127.1.0.2"))
     d = decide(rec, [evicted, fresh], previous=None)
     assert d.spec.status == "completed" and [m.pod for m in d.spec.members] == ["web-5d8f7c9b4-bbbbb"]
+
+
+@pytest.mark.parametrize(
+    ("labels", "suspend", "says"),
+    [
+        ({"kueue.x-k8s.io/queue-name": "lq"}, True, "until Kueue admits it from LocalQueue lq"),
+        ({}, True, "the JobSet is suspended (spec.suspend): its pods run once it is resumed"),
+        ({"kueue.x-k8s.io/queue-name": "lq"}, False, None),
+    ],
+    ids=["kueue", "by-hand", "admitted"],
+)
+def test_a_suspended_jobset_or_trainjob_says_why_it_waits(
+    labels: dict[str, str], suspend: bool, says: str | None
+) -> None:
+    js = make_jobset("js")
+    js["metadata"]["labels"].update(labels)
+    js["spec"]["suspend"] = suspend
+    tj = {
+        "metadata": {"name": "tj", "namespace": "default", "labels": {LABEL: "tensorflow", **labels}},
+        "spec": {"suspend": suspend, "trainer": {"numNodes": 2}},
+    }
+    for rec, kind in (
+        (jobset.workload_record(js, label_key=LABEL), "JobSet"),
+        (trainjob.workload_record(tj, label_key=LABEL), "TrainJob"),
+    ):
+        if says is None:
+            assert rec.waiting is None
+        else:
+            assert rec.waiting is not None and says.replace("JobSet", kind) in rec.waiting

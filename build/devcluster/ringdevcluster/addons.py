@@ -1,10 +1,12 @@
-"""Optional components of the local control plane: JobSet, Volcano, Kubeflow Trainer, a real node.
+"""Optional components of the local control plane: JobSet, Volcano, Kubeflow Trainer, Kueue, a real node.
 
 ``ring-devcluster up --with jobset,volcano,trainer`` runs the real controllers
 next to the control plane, so a JobSet becomes Jobs and pods through the
 JobSet and Job controllers, a Volcano Job becomes a PodGroup and pods through
 Volcano's controller manager and scheduler, and a TrainJob becomes a JobSet
-through Trainer. Each is built from the Go module proxy like the rest
+through Trainer. ``--with kueue`` adds Kueue in front of JobSets and
+TrainJobs: one labelled ``kueue.x-k8s.io/queue-name`` is created suspended
+and runs once Kueue admits it (see :data:`KUEUE_FRAMEWORKS`). Each is built from the Go module proxy like the rest
 (:data:`build.ADDON_MODULES`); this module says how each one is installed and
 run on loopback:
 
@@ -40,6 +42,17 @@ run on loopback:
   ``minAvailable``). The Job CRD itself defaults ``maxRetry: 3`` (since
   v1.11; before, an unset ``maxRetry``, 0, failed a job at its first
   restart) and ``queue: default`` (since v1.14).
+* **Kueue** runs its controllers, scheduler and webhooks in one process
+  (``build/devcluster/kueue/main.go`` says how its entry point differs from
+  upstream's), with the job integrations of :data:`KUEUE_FRAMEWORKS` and
+  Topology Aware Scheduling (a beta feature, on by default). Its own kinds
+  (Workload, ClusterQueue, LocalQueue, Cohort) are served in two versions and
+  convert through its webhook, registered by URL like the admission
+  webhooks: the CRDs that convert are those upstream's kustomization patches
+  (``config/components/crd/kustomization.yaml``). Of its admission webhooks,
+  only those of its own kinds and of the integrations run are registered:
+  its pod webhooks (plain pods, a framework not enabled here) would stand in
+  front of every pod of the cluster.
 * Every process binds to 127.0.0.1 only, runs with leader election off and
   authenticates with a client certificate in ``system:masters`` (a dev
   cluster: the products' RBAC roles are not what is under test).
@@ -85,6 +98,7 @@ __all__ = [
     "Health",
     "Process",
     "VOLCANO_DEFAULT_QUEUE",
+    "KUEUE_FRAMEWORKS",
     "VOLCANO_SCHEDULER",
     "configure",
     "crd_documents",
@@ -105,6 +119,12 @@ Json = dict[str, Any]
 VOLCANO_SCHEDULER = "volcano"
 #: The Volcano queue jobs go to when they name none.
 VOLCANO_DEFAULT_QUEUE = "default"
+#: The job integrations Kueue runs here (its configuration's
+#: ``integrations.frameworks``): the workload kinds ring-controller serves
+#: that Kueue v0.19 admits. Its pod, Job, Deployment, StatefulSet and LWS
+#: integrations are left out: the tests create such objects by hand, and
+#: Kueue would gate their pods.
+KUEUE_FRAMEWORKS = ("jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob")
 #: The dev cluster's scrape and rule evaluation interval (the PodMonitor's is
 #: 30s): short, so a test sees rates and alert states within seconds.
 PROMETHEUS_SCRAPE_INTERVAL = "5s"
@@ -224,6 +244,15 @@ ADDONS: dict[str, Addon] = {
             ports=("prometheus-web",),
             crds=(),
             requires=("node",),
+        ),
+        # Last: a new row takes ports after those of the rows above (devcluster_argv.json).
+        Addon(
+            name="kueue",
+            summary="Kueue (sigs.k8s.io/kueue) admitting JobSets and TrainJobs, with Topology Aware Scheduling",
+            processes=(Process("kueue-controller-manager", "kueue", Health("kueue-health", "/readyz")),),
+            ports=("kueue-health", "kueue-webhook"),
+            crds=("config/components/crd/bases/*.yaml",),
+            requires=("jobset",),
         ),
     )
 }
@@ -373,6 +402,32 @@ def configure(
         env = {p: {"KUBECONFIG": str(kc[p])} for p in argv}
         env["volcano-scheduler"]["DEBUG_SOCKET_DIR"] = str(sockets)
         return Setup(argv=argv, env=env)
+    if name == "kueue":
+        certs = _serving_cert(pki, name="kueue-webhook", directory=home / "certs")
+        config = {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            "leaderElection": {"leaderElect": False},
+            # No Secret, no rotation: the certificate above is already trusted.
+            "internalCertManagement": {"enable": False},
+            "webhook": {"host": "127.0.0.1", "port": ports["kueue-webhook"], "certDir": str(certs)},
+            "metrics": {"bindAddress": "0"},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{ports['kueue-health']}"},
+            "clientConnection": {"qps": 100, "burst": 200},
+            # Only jobs that name a LocalQueue (label kueue.x-k8s.io/queue-name) are Kueue's.
+            "manageJobsWithoutQueueName": False,
+            "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+        }
+        (home / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        argv = {
+            "kueue-controller-manager": [
+                exe["kueue-controller-manager"],
+                f"--kubeconfig={kc['kueue-controller-manager']}",
+                f"--config={home / 'config.yaml'}",
+                "--zap-encoder=console",
+            ]
+        }
+        return Setup(argv=argv, env={})
     if name == "trainer":
         certs = _serving_cert(pki, name="trainer-webhook", directory=home / "certs")
         argv = {
@@ -419,12 +474,19 @@ def _load_all(path: Path) -> list[Json]:
         return [d for d in yaml.load_all(stream, Loader=loader) if d]
 
 
-def crd_documents(names: Sequence[str], *, binaries: Mapping[str, Path]) -> list[Json]:
-    """The CRDs addons ``names`` bring (from their build's assets), in addon order."""
+def crd_documents(
+    names: Sequence[str], *, binaries: Mapping[str, Path], ports: Mapping[str, int], ca_cert: Path
+) -> list[Json]:
+    """The CRDs addons ``names`` bring (from their build's assets), in addon order.
+
+    CRDs whose versions convert through an addon's webhook (Kueue's) call it
+    by URL at 127.0.0.1 (``ports``), trusting ``ca_cert``.
+    """
     docs: list[Json] = []
     for name in names:
         addon = ADDONS[name]
         assets = _assets(binaries, addon)
+        converted = _kueue_converted(assets) if name == "kueue" else set()
         for pattern in addon.crds:
             files = sorted(assets.glob(pattern))
             if not files:
@@ -432,22 +494,55 @@ def crd_documents(names: Sequence[str], *, binaries: Mapping[str, Path]) -> list
                     f"no CRD matches {pattern} in {assets}; rebuild with `ring-devcluster build --with {name}`"
                 )
             for path in files:
-                docs.extend(d for d in _load_all(path) if d.get("kind") == "CustomResourceDefinition")
+                for doc in _load_all(path):
+                    if doc.get("kind") != "CustomResourceDefinition":
+                        continue
+                    if doc["metadata"]["name"] in converted:
+                        doc["spec"]["conversion"] = _conversion(port=ports[f"{name}-webhook"], ca=ca_cert.read_bytes())
+                    docs.append(doc)
     return docs
 
 
-def _webhooks_by_url(manifest: Path, *, names: Mapping[str, str], port: int, ca: bytes) -> list[Json]:
+def _kueue_converted(assets: Path) -> set[str]:
+    """The CRDs Kueue's kustomization gives a conversion webhook (its active ``webhook_in_*`` patches)."""
+    base = assets / "config/components/crd"
+    kustomization = _load_all(base / "kustomization.yaml")[0]
+    names = set()
+    for patch in kustomization.get("patches") or []:
+        path = str(patch.get("path", ""))
+        if Path(path).name.startswith("webhook_in_"):
+            names.update(d["metadata"]["name"] for d in _load_all(base / path))
+    if not names:
+        raise FileNotFoundError(f"no conversion webhook patch in {base / 'kustomization.yaml'}")
+    return names
+
+
+def _conversion(*, port: int, ca: bytes) -> Json:
+    return {
+        "strategy": "Webhook",
+        "webhook": {
+            "clientConfig": {"url": f"https://127.0.0.1:{port}/convert", "caBundle": base64.b64encode(ca).decode()},
+            "conversionReviewVersions": ["v1"],
+        },
+    }
+
+
+def _webhooks_by_url(
+    manifest: Path, *, names: Mapping[str, str], port: int, ca: bytes, keep: Callable[[str], bool] = lambda _p: True
+) -> list[Json]:
     """The product's webhook configurations, called by URL at 127.0.0.1:``port``.
 
     ``names`` renames the configurations (upstream names are kustomize
-    placeholders); pod webhooks get JobSet's object selector.
+    placeholders); pod webhooks get JobSet's object selector. Only the
+    webhooks whose path ``keep`` accepts are registered.
     """
     out = []
     for doc in _load_all(manifest):
         kind = doc["kind"]
         config = copy.deepcopy(doc)
         config["metadata"] = {"name": names[kind], "labels": {"app.kubernetes.io/managed-by": "ring-devcluster"}}
-        for hook in config.get("webhooks") or []:
+        config["webhooks"] = [h for h in config.get("webhooks") or [] if keep(h["clientConfig"]["service"]["path"])]
+        for hook in config["webhooks"]:
             path = hook["clientConfig"]["service"]["path"]
             hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": base64.b64encode(ca).decode()}
             if any("pods" in (rule.get("resources") or []) for rule in hook.get("rules") or []):
@@ -492,6 +587,14 @@ def objects(
         }
         for config in _webhooks_by_url(manifest, names=names, port=ports["trainer-webhook"], ca=ca):
             out.append((f"{_WEBHOOK_PATHS[config['kind']]}/{config['metadata']['name']}", config))
+    elif name == "kueue":
+        manifest = _assets(binaries, addon) / "config/components/webhook/manifests.yaml"
+        names = {
+            "MutatingWebhookConfiguration": "kueue-mutating-webhook-configuration",
+            "ValidatingWebhookConfiguration": "kueue-validating-webhook-configuration",
+        }
+        for config in _webhooks_by_url(manifest, names=names, port=ports["kueue-webhook"], ca=ca, keep=_kueue_webhook):
+            out.append((f"{_WEBHOOK_PATHS[config['kind']]}/{config['metadata']['name']}", config))
     elif name == "volcano":
         queue = {
             "apiVersion": "scheduling.volcano.sh/v1beta1",
@@ -529,6 +632,14 @@ def objects(
             )
         )
     return out
+
+
+#: Path fragments of the Kueue webhooks registered: its own kinds and the integrations run.
+_KUEUE_WEBHOOK_GROUPS = ("-kueue-x-k8s-io-", "-jobset-x-k8s-io-", "-trainer-kubeflow-org-")
+
+
+def _kueue_webhook(path: str) -> bool:
+    return any(group in path for group in _KUEUE_WEBHOOK_GROUPS)
 
 
 def pending(name: str, get: Callable[[str], Json | None]) -> list[str]:

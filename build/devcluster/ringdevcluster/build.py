@@ -6,8 +6,8 @@ Each component has a tiny wrapper module under ``build/devcluster/<module>`` in
 the repository (``kube``, ``etcd``, ``kwok``); its ``go.mod`` pins the release
 and, for Kubernetes, replaces every staging module by its published ``v0.X.Y``.
 The optional components (:data:`ADDON_MODULES`: the workload controllers
-``jobset``, ``volcano``, ``trainer``; the real node's ``node`` and ``coredns``)
-are wrapper modules of the same kind, built only when a cluster asks for them
+``jobset``, ``volcano``, ``trainer``, the queueing controller ``kueue``; the
+real node's ``node`` and ``coredns``) are wrapper modules of the same kind, built only when a cluster asks for them
 (``ring-devcluster up --with ...``). Their manifests
 that the harness installs (CRDs, webhook definitions) are copied from the very
 module source that was compiled into ``<entry>/assets/`` (``Module.assets``),
@@ -249,6 +249,20 @@ ADDON_MODULES: dict[str, Module] = {
                     ),
                 ),
             ),
+        ),
+        Module(
+            name="kueue",
+            requirement="sigs.k8s.io/kueue",
+            packages=(".",),  # main.go: upstream's controllers, scheduler and webhooks, loopback wiring
+            binaries=("kueue",),
+            assets=(
+                "config/components/crd/bases/*.yaml",
+                # which CRDs convert through the webhook: the patches upstream's kustomization applies
+                "config/components/crd/kustomization.yaml",
+                "config/components/crd/patches/webhook_in_*.yaml",
+                "config/components/webhook/manifests.yaml",
+            ),
+            cold_minutes=6,
         ),
         Module(
             name="trainer",

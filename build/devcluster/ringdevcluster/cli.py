@@ -25,6 +25,7 @@ examples:
   ring-devcluster up --kube 1.32 --state-dir .state/k132  # another Kubernetes minor (its newest patch)
   ring-devcluster up --with node      # also a real node (kubelet, containerd, CoreDNS; root, one per machine)
   ring-devcluster up --with prometheus # also Prometheus scraping the controller's pods (implies node)
+  ring-devcluster up --with kueue     # also Kueue admitting JobSets and TrainJobs (implies jobset)
   ring-devcluster status              # components, pids, health; exit 3 if unhealthy
   ring-devcluster import-image app.tar # into the real node's containerd (imagePullPolicy: Never)
   ring-devcluster tools               # build helm and kubectl (cached) and print their paths

@@ -356,7 +356,10 @@ class Cluster:
         """
         docs = {d["metadata"]["name"]: d for d in _crd_documents()}
         docs.update(
-            (d["metadata"]["name"], d) for d in addon_specs.crd_documents(self.addons, binaries=self._addon_binaries())
+            (d["metadata"]["name"], d)
+            for d in addon_specs.crd_documents(
+                self.addons, binaries=self._addon_binaries(), ports=self.ports, ca_cert=self.ca_cert
+            )
         )
         for name, doc in docs.items():
             self.api.apply(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", doc)

@@ -1,0 +1,61 @@
+"""Fixtures for the tests of Kueue-admitted jobs (opt-in: ``build/test.sh --with kueue``).
+
+These tests use their own kwok cluster, ``ring-devcluster up --with
+jobset,trainer,kueue`` in ``$RING_DEVCLUSTER_KUEUE_STATE`` (default: the main
+state directory with ``-kueue`` appended): the real JobSet, Job and Trainer
+controllers make the pods, kwok runs them, and Kueue decides when each job
+may run and, with Topology Aware Scheduling, on which node each pod goes.
+Kueue acts only on jobs that name a LocalQueue, but the JobSet and Trainer
+controllers act on every object of their kinds, so this cannot be the
+cluster of the tests that make JobSet pods by hand; it has no real node, so
+it never waits for the node lock. The fixtures ``kubeconfig`` and ``k8s``
+are overridden for this directory; the shared ``namespace`` and
+``controller`` fixtures follow them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ringdevcluster import Cluster, ensure_up
+from tests.support.clients import K8s, kueue_state_dir
+from tests.support.kueue import KUEUE_ADDONS
+
+
+@pytest.fixture(scope="session")
+def kueue_cluster(pytestconfig: pytest.Config) -> Cluster:
+    """The kwok cluster with JobSet, Trainer and Kueue running (started, repaired or reused)."""
+    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+    uncaptured = capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
+    try:
+        with uncaptured:  # a cold build of Kueue takes minutes: show progress
+            return ensure_up(
+                state_dir=kueue_state_dir(),
+                addons=KUEUE_ADDONS,
+                say=lambda msg: print(f"ring-devcluster: {msg}", file=sys.stderr, flush=True),
+            )
+    except Exception as err:  # noqa: BLE001 - every failure must fail loudly, with its message
+        pytest.fail(
+            f"the control plane with {', '.join(KUEUE_ADDONS)} could not be brought up in "
+            f"{kueue_state_dir()}: {type(err).__name__}: {err}",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(kueue_cluster: Cluster) -> Path:
+    """Admin kubeconfig of the Kueue cluster (overrides the main cluster's)."""
+    return kueue_cluster.kubeconfig
+
+
+@pytest.fixture(scope="session")
+def k8s(kubeconfig: Path) -> Iterator[K8s]:
+    """Admin clients of the Kueue cluster (overrides the main cluster's)."""
+    clients = K8s.from_kubeconfig(kubeconfig)
+    yield clients
+    clients.api.close()  # type: ignore[no-untyped-call]
