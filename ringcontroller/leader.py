@@ -334,7 +334,10 @@ class LeaderElector:
         while True:
             # Due one retry period after the last renewal *began*: however long
             # that one took, the next has renew_deadline - retry_period left.
-            await self._sleep(max(0.0, self._renewed_at + self.retry_period - self._clock()))
+            due = max(self._renewed_at + self.retry_period, self._clock())
+            await self._sleep(due - self._clock())
+            # How late this thread woke: time it waited for a core or the GIL.
+            late = max(0.0, self._clock() - due)
             deadline = self._renewed_at + self.renew_deadline
             while True:
                 began = self._clock()
@@ -351,18 +354,20 @@ class LeaderElector:
                         error=f"{type(e).__name__}: {e}",
                         seconds=round(self._clock() - began, 3),
                         left=round(deadline - self._clock(), 3),
+                        woke_late=round(late, 3),
                     )
                     renewed = False
                 if renewed:
-                    self._renewed(began, deadline)
+                    self._renewed(began, deadline, late=late)
                     break
                 if self._observation.held_by_other(self.identity, self._clock()):
                     self._stop_leading(f"lease taken by {self.holder}")
                     return
                 await self._sleep(min(self.retry_period, max(0.0, deadline - self._clock())))
 
-    def _renewed(self, began: float, deadline: float) -> None:
-        """Count a successful renewal; a warning when it took longer than a retry period."""
+    def _renewed(self, began: float, deadline: float, *, late: float) -> None:
+        """Count a successful renewal; a warning when it took longer than a retry period
+        (``late``: how late the renewal loop woke before it, waiting for a core or the GIL)."""
         took = self._clock() - began
         self._renewal.observe(took)
         if took > self.retry_period:
@@ -370,6 +375,7 @@ class LeaderElector:
                 "leader.renew_slow",
                 seconds=round(took, 3),
                 left=round(deadline - self._clock(), 3),
+                woke_late=round(late, 3),
                 renew_deadline=self.renew_deadline,
             )
 
