@@ -260,6 +260,7 @@ async def _measure(
     rss_samples: list[Json] = [{"pods": 0, "rss_mb": round(at_ready.rss_mb, 2)}]
     timings: dict[str, float] = {}
     started = time.monotonic()
+    started_wall = time.time()
     created: list[str] = []
     for half, members in enumerate(_split(plans), start=1):
         these = [p for p in plans if p.name in members]
@@ -320,8 +321,10 @@ async def _measure(
             "churn_s": args.churn or None,
             "churn_mode": args.churn_mode if args.churn else None,
             "create_qps": args.create_qps or None,
+            "touch_max_members": _touch_ceiling(args.controller_arg or []),
             "command": " ".join(["build/bench.sh", *sys.argv[1:]]),
         },
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started_wall)),
         "latency_ms": latency,
         "latency_check_ms": _latency_figures(check, "initial"),
         "latency_agreement": _agreement(latency, _latency_figures(check, "initial")),
