@@ -229,10 +229,17 @@ class ReconcileMetrics:
         self.max_concurrent.labels(controller).set(max_concurrent)
 
 
+#: Seconds of one successful Lease renewal, from its first request to the answer.
+RENEWAL_BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+
+
 class LeaderMetrics:
     """``leader_election_master_status{name}``: 1 while this process holds
     Lease ``name``, 0 while it stands by (client-go's metric, as exported by
-    controller-runtime). Absent when leader election is off."""
+    controller-runtime). ``ringcontroller_lease_renewal_seconds{name}``: how
+    long each successful renewal took, from its first request to the answer
+    (the time a slow API server takes out of the renew deadline). Absent when
+    leader election is off."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.master_status = Gauge(
@@ -241,6 +248,13 @@ class LeaderMetrics:
             "1 indicates master. 'name' is the string used to identify the lease. Please make sure "
             "to group by name.",
             ["name"],
+            registry=registry,
+        )
+        self.renewal = Histogram(
+            "ringcontroller_lease_renewal_seconds",
+            "Seconds one successful renewal of the leader Lease took, from its first request to the answer",
+            ["name"],
+            buckets=RENEWAL_BUCKETS,
             registry=registry,
         )
 

@@ -260,6 +260,7 @@ async def _measure(
     rss_samples: list[Json] = [{"pods": 0, "rss_mb": round(at_ready.rss_mb, 2)}]
     timings: dict[str, float] = {}
     started = time.monotonic()
+    started_wall = time.time()
     created: list[str] = []
     for half, members in enumerate(_split(plans), start=1):
         these = [p for p in plans if p.name in members]
@@ -296,6 +297,7 @@ async def _measure(
         events = await _churn(args, plans=plans, load=load, observer=observer, controller=controller, cluster=cluster)
     end = proc_sample(controller.pid)
     m_end = await _scrape(controller)  # since start: the initial lists and watches count too
+    lease_log = controller.log_path.read_text(errors="replace").splitlines() if args.failover else []
     record, check = [await process.stop() for process in apart]
     failover: Json | None = None
     if args.failover:
@@ -319,8 +321,10 @@ async def _measure(
             "churn_s": args.churn or None,
             "churn_mode": args.churn_mode if args.churn else None,
             "create_qps": args.create_qps or None,
+            "touch_max_members": _touch_ceiling(args.controller_arg or []),
             "command": " ".join(["build/bench.sh", *sys.argv[1:]]),
         },
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started_wall)),
         "latency_ms": latency,
         "latency_check_ms": _latency_figures(check, "initial"),
         "latency_agreement": _agreement(latency, _latency_figures(check, "initial")),
@@ -351,6 +355,7 @@ async def _measure(
             if n == "ringcontroller_configmap_writes_total" and v
         },
         "rss_samples": rss_samples,
+        "lease": lease_figures(m_end, lease_log) if args.failover else None,
         "spec": {
             "max_bytes": max([*observer.sizes.values(), _too_large_bytes(too_large) or 0]),
             "limit_bytes": CONFIGMAP_DATA_LIMIT,
@@ -519,6 +524,41 @@ def _touch_figures(observed: Json, plans: list[JobPlan], m_load: Metrics, apiser
         "controller_patches": int(patches),
         "apiserver_pod_patches": int(server_patches),
         "apiserver_pod_patches_per_job": round(server_patches / len(completions), 1) if completions else None,
+    }
+
+
+def lease_figures(m: Metrics, log_lines: list[str]) -> Json:
+    """The leader's Lease renewals through the load: how many, their mean and the
+    slowest (the ``leader.renew_slow`` lines), failed attempts, and whether the
+    lease was lost (``leader.lost``)."""
+    count = m.sum("ringcontroller_lease_renewal_seconds_count")
+    total = m.sum("ringcontroller_lease_renewal_seconds_sum")
+    slow: list[Json] = []
+    failed: list[Json] = []
+    lost: list[str] = []
+    for line in log_lines:
+        if not line.startswith("{"):
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        event = entry.get("event")
+        if event == "leader.renew_slow":
+            slow.append(entry)
+        elif event == "leader.renew_failed":
+            failed.append(entry)
+        elif event == "leader.lost":
+            lost.append(str(entry.get("reason")))
+    return {
+        "renewals": int(count),
+        "mean_s": round(total / count, 3) if count else None,
+        "slow": len(slow),
+        "slowest_s": max((float(e.get("seconds", 0.0)) for e in slow), default=None),
+        "least_left_s": min((float(e.get("left", 0.0)) for e in slow), default=None),
+        "woke_late_max_s": max((float(e.get("woke_late", 0.0)) for e in slow + failed), default=None),
+        "failed_attempts": len(failed),
+        "lost": lost,
     }
 
 

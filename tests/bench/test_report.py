@@ -6,10 +6,13 @@ Run with ``.venv/bin/python -m pytest -q tests/bench``. No cluster needed.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
 
+from tests.bench.bench import lease_figures
+from tests.bench.leaseaudit import lease_writes
 from tests.bench.load import plan_jobs
 from tests.bench.measure import histogram_mean, parse_metrics, percentiles
 from tests.bench.report import compare, evaluate_targets, render_table
@@ -136,3 +139,53 @@ def test_plan_names_sort_in_creation_order() -> None:
     assert [p.name for p in plans][:3] == ["bench-00", "bench-01", "bench-02"]
     assert plans[11].configmap == "rings-config-bench-11"
     assert plans[0].slots()[-1] == "bench-00/7"
+
+
+def test_lease_figures_read_the_renewal_histogram_and_the_elector_log_lines() -> None:
+    m = parse_metrics(
+        'ringcontroller_lease_renewal_seconds_count{name="bench"} 4.0\n'
+        'ringcontroller_lease_renewal_seconds_sum{name="bench"} 6.0\n'
+    )
+    lines = [
+        '{"event": "leader.acquired", "level": "info"}',
+        '{"event": "leader.renew_slow", "seconds": 2.5, "left": 6.1, "woke_late": 0.2}',
+        '{"event": "leader.renew_slow", "seconds": 3.75, "left": 4.0, "woke_late": 1.5}',
+        '{"event": "leader.renew_failed", "error": "TimeoutError: ", "woke_late": 2.0}',
+        "not json",
+        '{"event": "leader.lost", "reason": "renew deadline exceeded"}',
+    ]
+    assert lease_figures(m, lines) == {
+        "renewals": 4,
+        "mean_s": 1.5,
+        "slow": 2,
+        "slowest_s": 3.75,
+        "least_left_s": 4.0,
+        "woke_late_max_s": 2.0,
+        "failed_attempts": 1,
+        "lost": ["renew deadline exceeded"],
+    }
+    assert lease_figures(parse_metrics(""), [])["mean_s"] is None
+
+
+def test_lease_writes_from_the_audit_log() -> None:
+    def entry(ns: str, got: str, done: str, stamp: str, verb: str = "update") -> str:
+        return json.dumps({
+            "verb": verb, "stage": "ResponseComplete",
+            "objectRef": {"resource": "leases", "namespace": ns, "name": "bench"},
+            "requestReceivedTimestamp": got, "stageTimestamp": done,
+            "requestObject": {"spec": {"renewTime": stamp}},
+        })  # fmt: skip
+
+    lines = [
+        entry(
+            "ns", "2026-12-03T09:00:00.500000Z", "2026-12-03T09:00:00.600000Z", "2026-12-03T09:00:00.400000Z", "create"
+        ),
+        entry("other", "2026-12-03T09:00:01.000000Z", "2026-12-03T09:00:01.100000Z", "2026-12-03T09:00:01.000000Z"),
+        entry("ns", "2026-12-03T09:00:03.500000Z", "2026-12-03T09:00:05.500000Z", "2026-12-03T09:00:02.500000Z"),
+        '{"verb": "get", "objectRef": {"resource": "pods", "namespace": "ns"}}',
+    ]
+    got = lease_writes(lines, "ns")
+    assert got["writes"] == 2
+    assert got["apart_s"] == {"count": 1, "min": 3.0, "p50": 3.0, "p90": 3.0, "max": 3.0}
+    assert got["server_s"]["max"] == 2.0 and got["server_s"]["min"] == 0.1
+    assert got["client_to_server_s"]["max"] == 1.0

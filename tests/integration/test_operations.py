@@ -29,13 +29,14 @@ from kubernetes_asyncio import config as async_config
 from kubernetes_asyncio.client import ApiClient, Configuration
 from prometheus_client import CollectorRegistry
 
+from agent.api import ApiError
 from model.keys import EPOCH_ANNOTATION
 from ringcontroller.kube import RestKubeAPI
 from ringcontroller.leader import LeaderElector
 from ringcontroller.main import client_configuration, elector_for
 from ringcontroller.options import parse
 from ringdevcluster import Cluster
-from tests.support.charts import shipped
+from tests.support.charts import shipped, template
 from tests.support.controllerproc import ControllerProcess
 from tests.support.factories import pod_template, volcano_job
 from tests.support.kubehelp import (
@@ -346,6 +347,58 @@ async def test_candidates_racing_for_a_free_lease_elect_exactly_one(kubeconfig: 
             await asyncio.gather(*tasks, *holding, return_exceptions=True)
 
 
+async def test_a_renewal_is_one_write_and_a_lease_changed_by_another_is_read_first(
+    k8s: Any, kubeconfig: Path, namespace: str
+) -> None:
+    # On a saturated API server every request of a renewal counts against the
+    # renew deadline: the leader updates the Lease as it last wrote it, and reads
+    # it only when the server refuses that write (someone else changed it).
+    async with await _async_client(kubeconfig) as api:
+        calls: list[tuple[str, int]] = []
+        send = RestKubeAPI(api).request
+
+        async def request(method: str, path: str, *, body: Json | None = None) -> Json:
+            try:
+                answer = await send(method, path, body=body)
+            except ApiError as e:
+                calls.append((method, e.status))
+                raise
+            calls.append((method, 200))
+            return answer
+
+        elector = LeaderElector(
+            request=request, namespace=namespace, name=LEASE, identity="me",
+            lease_duration=3.0, renew_deadline=2.0, retry_period=0.25, registry=CollectorRegistry(),
+        )  # fmt: skip
+        await asyncio.wait_for(elector.acquire(), timeout=20)
+        assert calls == [("GET", 404), ("POST", 200)]
+        holding = asyncio.create_task(elector.hold())
+        try:
+            await wait_for_async(lambda: len(calls) >= 6, what="four renewals")
+            assert calls[2:6] == [("PUT", 200)] * 4
+            # An admin labels the Lease: a new resourceVersion, the same holder.
+            client.CoordinationV1Api(k8s.api).patch_namespaced_lease(
+                LEASE, namespace, {"metadata": {"labels": {"touched-by": "admin"}}}
+            )
+            changed = len(calls)
+
+            def refused_then_renewed() -> bool:
+                after = calls[changed:]
+                return ("PUT", 409) in after and after.index(("PUT", 409)) + 3 <= len(after)
+
+            await wait_for_async(refused_then_renewed, what="the renewal after the admin's change")
+            after = calls[changed:]
+            first = after.index(("PUT", 409))
+            assert after[first : first + 3] == [("PUT", 409), ("GET", 200), ("PUT", 200)]
+            assert not holding.done() and elector.is_leader
+            lease = read_lease(k8s, namespace)
+            assert lease.spec.holder_identity == "me" and lease.metadata.labels == {"touched-by": "admin"}
+        finally:
+            holding.cancel()
+            await asyncio.gather(holding, return_exceptions=True)
+            await elector.release()
+
+
 def _watch_renewals(k8s: Any, namespace: str, seconds: int, seen: list[tuple[str, dt.datetime]]) -> None:
     """Every version of the Lease the API server sends (resourceVersion, renewTime), for ``seconds``."""
     stream = watch.Watch().stream(
@@ -452,6 +505,48 @@ def short_namespace(k8s: Any) -> Iterator[str]:
     )
     yield name
     k8s.core.delete_namespace(name, propagation_policy="Background")
+
+
+def test_the_charts_flow_schema_puts_the_lease_requests_in_the_leader_election_level(
+    k8s: Any, devcluster: Cluster, short_namespace: str
+) -> None:
+    # API Priority and Fairness names the priority level of every request it
+    # classified in a response header. The controller's ServiceAccount, without
+    # the schema: its Lease requests in workload-low with all its other requests;
+    # with the chart's schema (leaderElection.flowSchema): in leader-election.
+    namespace = short_namespace
+    docs = template({"leaderElection": {"enabled": True, "flowSchema": True}}, namespace=namespace)
+    (schema,) = [d for d in docs if d["kind"] == "FlowSchema"]
+    (account,) = [d["metadata"]["name"] for d in docs if d["kind"] == "ServiceAccount"]
+    flow = client.FlowcontrolApiserverV1Api(k8s.api)
+    levels = {pl.metadata.uid: pl.metadata.name for pl in flow.list_priority_level_configuration().items}
+    user = f"system:serviceaccount:{namespace}:{account}"
+    groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"]
+    sa_api = config.new_client_from_config(config_file=str(devcluster.user_kubeconfig(user=user, groups=groups)))  # type: ignore[no-untyped-call]
+
+    def level(call: Any) -> str:
+        try:
+            _, _, headers = call()
+        except ApiException as e:  # 403/404: classified all the same, before authorization
+            headers = e.headers
+        return levels.get(headers.get("X-Kubernetes-PF-PriorityLevel-UID"), "unclassified")
+
+    def lease() -> Any:
+        return client.CoordinationV1Api(sa_api).read_namespaced_lease_with_http_info(LEASE, namespace)
+
+    def pods() -> Any:
+        return client.CoreV1Api(sa_api).list_namespaced_pod_with_http_info(namespace)
+
+    try:
+        assert (level(lease), level(pods)) == ("workload-low", "workload-low")
+        flow.create_flow_schema(schema)
+        try:
+            wait_for(lambda: level(lease) == "leader-election", what="the FlowSchema in force")
+            assert level(pods) == "workload-low"  # only the Lease requests moved
+        finally:
+            flow.delete_flow_schema(schema["metadata"]["name"])
+    finally:
+        sa_api.close()
 
 
 def test_shipped_rbac_runs_the_full_flow_and_forbids_everything_else(

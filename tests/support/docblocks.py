@@ -35,6 +35,8 @@ Renderers:
 - ``topology`` and ``topology-effect`` (docs/performance.md): ring edges
   across racks and spines (``topology.json``) and the all-reduce they cost
   (``topology-effect.json``).
+- ``scale-*`` (docs/performance.md): the fleet-scale figures of
+  ``figures/scale/`` (:mod:`tests.support.scaleblocks`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from tests.support import scaleblocks
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGURES = ROOT / "tests" / "bench" / "figures"
@@ -449,6 +453,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "superpod-targets": superpod_targets,
     "topology": topology,
     "topology-effect": topology_effect,
+    **scaleblocks.BLOCKS,
 }
 
 

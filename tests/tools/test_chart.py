@@ -34,6 +34,7 @@ CLUSTER_SCOPED = {
     "ValidatingAdmissionPolicy",
     "ValidatingAdmissionPolicyBinding",
     "Namespace",
+    "FlowSchema",
 }
 
 
@@ -236,6 +237,28 @@ def test_another_release_names_everything_after_itself() -> None:
     for doc in docs:
         assert ("namespace" in doc["metadata"]) == (doc["kind"] not in CLUSTER_SCOPED), doc["kind"]
         assert doc["metadata"]["labels"]["app.kubernetes.io/instance"] == "ring-test"
+
+
+def test_flow_schema_puts_the_accounts_lease_requests_in_the_leader_election_level() -> None:
+    assert not [d for d in template() if d["kind"] == "FlowSchema"]  # off by default
+    docs = template({"leaderElection": {"enabled": True, "flowSchema": True}}, release="ring-test", namespace="ops")
+    schema = _one(docs, "FlowSchema")
+    assert schema["apiVersion"] == "flowcontrol.apiserver.k8s.io/v1"
+    assert schema["metadata"]["name"] == "ring-test-ring-controller-ops-leader-election"
+    spec = schema["spec"]
+    assert spec["priorityLevelConfiguration"] == {"name": "leader-election"}
+    assert spec["matchingPrecedence"] < 9000  # before the built-in service-accounts schema (workload-low)
+    (rule,) = spec["rules"]
+    account = _one(docs, "ServiceAccount")["metadata"]
+    assert rule["subjects"] == [
+        {"kind": "ServiceAccount", "serviceAccount": {"name": account["name"], "namespace": account["namespace"]}}
+    ]
+    assert rule["resourceRules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"],
+         "namespaces": ["ops"]}
+    ]  # fmt: skip
+    docs = template({"leaderElection": {"enabled": False, "flowSchema": True}}, sets=["replicas=1"])
+    assert not [d for d in docs if d["kind"] == "FlowSchema"]  # no Lease, no schema
 
 
 @pytest.mark.parametrize(

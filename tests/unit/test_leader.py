@@ -321,6 +321,68 @@ class TestElectorOnAStore:
             holding.cancel()
         assert not e.is_leader and master(registry) == 0.0
 
+    async def test_a_renewal_is_one_update_of_the_lease_as_last_written(self) -> None:
+        leases, clock = MemoryLeases(), Clock()
+        e, _ = elector(leases, clock)
+        await e.acquire()  # GET, POST
+        holding = asyncio.create_task(e.hold())
+        try:
+            await until(lambda: len(leases.calls) >= 7, "renewals")
+        finally:
+            holding.cancel()
+        assert [m for m, _ in leases.calls[2:7]] == ["PUT"] * 5  # no read before each write
+        assert e.is_leader and leases.spec()["holderIdentity"] == "me"
+
+    async def test_a_lease_changed_by_someone_else_is_read_and_judged_before_renewing(self) -> None:
+        leases, clock = MemoryLeases(), Clock()
+        e, _ = elector(leases, clock)
+        await e.acquire()
+        holding = asyncio.create_task(e.hold())
+        try:
+            await until(lambda: len(leases.calls) >= 4, "renewals")
+            leases.put_spec({})  # an admin's write: a new resourceVersion, the same holder
+            changed = len(leases.calls)
+            await until(lambda: len(leases.calls) >= changed + 3, "the renewal after the change")
+            assert [m for m, _ in leases.calls[changed : changed + 3]] == ["PUT", "GET", "PUT"]  # 409, read, renew
+            assert not holding.done() and e.is_leader
+        finally:
+            holding.cancel()
+
+    async def test_a_leader_keeps_the_lease_when_each_request_takes_nearly_half_the_renew_deadline(self) -> None:
+        # Virtual time: sleeps and requests move only `clock`. Every request of a
+        # saturated API server takes 4.5 s of the 10 s renew deadline (retry 2 s).
+        # One request per renewal, each due a retry period after the last one
+        # *began*, keeps every renewal inside the deadline. A read before each
+        # write (9 s per renewal), or a retry period counted from the answer
+        # (4.5 + 2 + 4.5 = 11 s), would miss it.
+        leases, clock = MemoryLeases(), Clock()
+
+        async def sleep(seconds: float) -> None:
+            clock.now += seconds
+            await asyncio.sleep(0)
+
+        e = LeaderElector(
+            request=leases, namespace="ns", name="lease", identity="me",
+            lease_duration=15.0, renew_deadline=10.0, retry_period=2.0,
+            registry=CollectorRegistry(), clock=clock, wall=lambda: NOW, rand=lambda: 0.0, sleep=sleep,
+        )  # fmt: skip
+        await e.acquire()
+        open_at_answer: list[bool] = []
+
+        async def saturated(method: str, path: str, *, body: dict[str, Any] | None = None) -> dict[str, Any]:
+            clock.now += 4.5
+            open_at_answer.append(e.may_write())  # False: a real deadline would have cut this request
+            return await leases(method, path, body=body)
+
+        e._request = saturated
+        holding = asyncio.create_task(e.hold())
+        try:
+            await until(lambda: len(open_at_answer) >= 10, "ten renewals")
+            assert all(open_at_answer), open_at_answer
+            assert not holding.done() and e.is_leader
+        finally:
+            holding.cancel()
+
     async def test_a_renewal_reopens_the_fence(self) -> None:
         leases, clock = MemoryLeases(), Clock()
         e, _ = elector(leases, clock)

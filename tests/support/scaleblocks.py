@@ -1,0 +1,316 @@
+"""The fleet-scale blocks of docs/performance.md, rendered from ``tests/bench/figures/scale/*.json``.
+
+Registered in :data:`tests.support.docblocks.BLOCKS` (the generated-block
+protocol is described there):
+
+- ``scale-touch``: the touch at scale, one row per ``build/bench.sh --jobs 1
+  --pods N`` run (``touch-*.json`` and ``one-*.json``), in the order run;
+- ``scale-observers``: the observers apart from the load (``observers-50x8.json``);
+- ``scale-bigspec``: one 20,000-member spec from the launcher's side (``bigspec-20000.json``);
+- ``scale-fleet`` and ``scale-fleet-failover``: 1,000 jobs of 8 pods and the
+  leader killed beside them (``jobs-1000x8-failover.json``);
+- ``scale-lease-before``: the Lease writes of the 20,000-member run that lost
+  its lease (``lease-audit-20000-before.json``, :mod:`tests.bench.leaseaudit`);
+- ``scale-one-job`` and ``scale-one-job-failover``: one 20,000-member job on
+  kwok (``one-20000-d1.json``), with the leader's Lease renewals.
+
+Every block names the command, the date and the machine's load average
+(start and end of the run) beside its figures: they come from a 2-core
+machine shared with other work.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BLOCKS", "SCALE"]
+
+SCALE = Path(__file__).resolve().parents[2] / "tests" / "bench" / "figures" / "scale"
+
+Json = Any
+
+#: bench.sh flags that change no figure (where the cluster and the output live).
+_LOCAL_FLAGS = ("--json", "--state-dir")
+
+#: The one-20,000-member-job run of record.
+ONE_JOB = "one-20000-d1.json"
+
+
+def _doc(name: str) -> Json:
+    return json.loads((SCALE / name).read_text(encoding="utf-8"))
+
+
+def _command(command: str) -> str:
+    """The recorded command without the flags that only say where files go."""
+    words = shlex.split(command)
+    out: list[str] = []
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+            continue
+        if word in _LOCAL_FLAGS:
+            skip = True
+            continue
+        if word.startswith(tuple(f + "=" for f in _LOCAL_FLAGS)):
+            continue
+        out.append(word)
+    return " ".join(out)
+
+
+def _load_avg(doc: Json) -> str:
+    machine = doc.get("machine") or {}
+    start, end = machine.get("load_avg_start"), machine.get("load_avg_end")
+    if start and end:
+        return f"{start[0]:.1f} at start, {end[0]:.1f} at end"
+    if doc.get("load_avg"):
+        return f"{doc['load_avg'][0]:.1f}"
+    return "not recorded"
+
+
+def _source(doc: Json, name: str) -> str:
+    command = doc.get("command") or (doc.get("scenario") or {}).get("command", "")
+    return f"`{_command(command)}` (`{name}`, {doc.get('date', 'date not recorded')}, load average {_load_avg(doc)})"
+
+
+def _ms(q: Json, keys: tuple[str, ...] = ("p50", "p90", "p99", "max")) -> str:
+    return " / ".join(f"{q[k]:,.1f}" for k in keys)
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "missed"
+
+
+# --- the touch at scale --------------------------------------------------------
+
+
+def _touch_files() -> list[tuple[str, Json]]:
+    found = [(p.name, _doc(p.name)) for p in sorted(SCALE.glob("touch-*.json"))]
+    if (SCALE / ONE_JOB).exists():
+        found.append((ONE_JOB, _doc(ONE_JOB)))
+    return sorted(found, key=lambda nd: (nd[1].get("date", ""), nd[1]["scenario"]["pods"]))
+
+
+def scale_touch() -> str:
+    """One row per single-job run: members, the ceiling, pod writes per epoch, touch times, API server CPU."""
+    lines = [
+        "| members | `--touch-max-members` | touched | pod writes per epoch (controller / API server `PATCH pods`) "
+        "| first / p50 / last touch seen after the spec completed (s) | touches/s | API server CPU in the run (s) "
+        "| load avg (start, end) | date | JSON |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, doc in _touch_files():
+        touch = doc.get("touch") or {}
+        members = doc["scenario"]["pods"]
+        ceiling = doc["scenario"].get("touch_max_members")
+        touched = touch.get("touched", 0)
+        skipped = touch.get("controller_touches_skipped", 0)
+        if touched:
+            times = " / ".join(f"{touch[k] / 1000:,.1f}" for k in ("first_ms",)) + " / "
+            times += f"{touch['delay_ms']['p50'] / 1000:,.1f} / {touch['last_ms'] / 1000:,.1f}"
+            rate = f"{touch['pods_per_s']:,.0f}"
+        else:
+            times, rate = "–", "–"
+        what = f"all {touched:,}" if touched == members else f"none ({skipped:,} skipped)" if not touched else touched
+        machine = doc["machine"]
+        lines.append(
+            f"| {members:,} | {ceiling:,} | {what} | {touch.get('controller_patches', 0):,} / "
+            f"{touch.get('apiserver_pod_patches', 0):,} | {times} | {rate} | {doc['cpu_s']['kube-apiserver']:,.1f} "
+            f"| {machine['load_avg_start'][0]:.1f}, {machine['load_avg_end'][0]:.1f} | {doc.get('date', '–')} "
+            f"| `{name}` |"
+        )
+    commands = sorted({_command(d["scenario"]["command"]) for _, d in _touch_files()})
+    lines += ["", "Commands: " + ", ".join(f"`{c}`" for c in commands) + "."]
+    return "\n".join(lines)
+
+
+# --- the observers apart ---------------------------------------------------------
+
+
+def scale_observers() -> str:
+    """The three observers of one run: p50/p90/p99/max, and how far the two apart agree."""
+    name = "observers-50x8.json"
+    doc = _doc(name)
+    agreement = doc["latency_agreement"]
+    lines = [
+        f"{_source(doc, name)}:",
+        "",
+        "| observer | p50 / p90 / p99 / max (ms) |",
+        "|---|---|",
+        f"| first process apart (the figures of record, `latency_ms`) | {_ms(doc['latency_ms'])} |",
+        f"| second process apart (`latency_check_ms`) | {_ms(doc['latency_check_ms'])} |",
+        f"| on the load's loop (`latency_in_loop_ms`) | {_ms(doc['latency_in_loop_ms'])} |",
+        "",
+        f"The two processes apart differ by {agreement['p50']:.1%} at p50 and {agreement['p99']:.1%} at p99 "
+        f"(within {agreement['within']:.0%}: {'yes' if agreement['agree'] else 'no'}).",
+    ]
+    return "\n".join(lines)
+
+
+# --- one 20,000-member spec from the launcher's side ------------------------------
+
+
+def scale_bigspec() -> str:
+    """Stored size, decode CPU and the launcher's cost, per shape of the 20,000-member spec."""
+    name = "bigspec-20000.json"
+    doc = _doc(name)
+    lines = [
+        f"{_source(doc, name)}:",
+        "",
+        "| members | plain bytes | stored (gzip) of the limit | decode CPU median / max (s) "
+        "| launcher CPU median (s) | launcher peak RSS (MiB) | launcher wall median (s) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in doc["rows"]:
+        shape = "plain" if not row["devices_per_member"] else f"{row['devices_per_member']} device each (rank table)"
+        plain = " + ".join(f"{v:,}" for v in row["plain_bytes"].values())
+        stored = row["stored"]
+        launcher = row["launcher"]
+        lines.append(
+            f"| {row['members']:,}, {shape} | {plain} | {stored['bytes']:,} of {stored['limit']:,} "
+            f"| {row['decode_cpu_s']['median']:.3f} / {row['decode_cpu_s']['max']:.3f} | {launcher['cpu_s_median']:.3f} "
+            f"| {launcher['rss_mb_max']:.1f} | {launcher['wall_s_median']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+# --- a run of record: the load, then fail-over --------------------------------------
+
+
+def _run_rows(doc: Json) -> list[str]:
+    latency, check, loop = doc["latency_ms"], doc["latency_check_ms"], doc["latency_in_loop_ms"]
+    agreement = doc["latency_agreement"]
+    samples = ", ".join(f"{s['rss_mb']:.1f} at {s['pods']:,} pods" for s in doc["rss_samples"])
+    cpu = doc["cpu_s"]
+    queue = doc["controller_queue"]
+    jobs = doc["scenario"]["jobs"]
+    touch = doc.get("touch") or {}
+    requests = ", ".join(f"{verb} {n:,}" for verb, n in doc["api_requests"].items())
+    rows = [
+        "| figure | value | target (issue 36) |",
+        "|---|---|---|",
+        f"| latency, last member Running → spec completed, p50 / p90 / p99 / max (ms), first observer apart "
+        f"| {_ms(latency)} | p99 ≤ 150: {_verdict(latency['p99'] <= 150)} |",
+        f"| the same, second observer apart (differs by {agreement['p50']:.1%} / {agreement['p99']:.1%} "
+        f"at p50 / p99) | {_ms(check)} | agree within {agreement['within']:.0%}: {_verdict(agreement['agree'])} |",
+        f"| the same, observer on the load's loop | {_ms(loop)} | – |",
+        f"| ConfigMap writes per job | {doc['configmap_writes_per_job']:g} | ≤ 2: "
+        f"{_verdict(doc['configmap_writes_per_job'] <= 2)} |",
+        f"| controller peak RSS (MB) | {doc['controller_rss_mb']:.1f} (RSS {samples}) | ≤ 150: "
+        f"{_verdict(doc['controller_rss_mb'] <= 150)} |",
+        f"| CPU during the load (s) | controller {doc['controller_cpu_s']:,.1f}, API server "
+        f"{cpu.get('kube-apiserver', 0):,.1f}, kwok {cpu.get('kwok', 0):,.1f}, etcd {cpu.get('etcd', 0):,.1f} | – |",
+        f"| syncs | {queue['syncs']:,} ({queue['syncs'] / jobs:,.1f} per job; queue wait {queue['wait_mean_ms']:.1f} ms, "
+        f"sync {queue['sync_mean_ms']:.1f} ms mean) | – |",
+    ]
+    if touch:
+        rows.append(
+            f"| pod touches | {touch.get('touched', 0):,} of {touch.get('members', 0):,} members"
+            + (
+                f", last seen {touch['last_ms'] / 1000:,.1f} s after its spec completed "
+                f"(p50 {touch['delay_ms']['p50'] / 1000:,.2f} s)"
+                if touch.get("touched")
+                else f" ({touch.get('controller_touches_skipped', 0):,} skipped: over `--touch-max-members`)"
+            )
+            + " | – |"
+        )
+    rows.append(f"| controller API requests | {requests} | – |")
+    spec = doc.get("spec") or {}
+    if spec.get("max_bytes"):
+        rows.append(f"| stored spec (bytes) | {spec['max_bytes']:,} of {spec['limit_bytes']:,} | within the limit |")
+    return rows
+
+
+def _lease_rows(doc: Json) -> list[str]:
+    lease = doc.get("lease")
+    if not lease:
+        return []
+    lost = ", ".join(lease["lost"]) or "never"
+    return [
+        "",
+        "The leader's Lease renewals through the load (the controller under `--leader-elect`, lease 15 s, "
+        "renew deadline 10 s, retry 2 s):",
+        "",
+        "| renewals | mean (s) | slower than the retry period | slowest (s) | least time left to the deadline (s) "
+        "| renewal loop woke late, at most (s) | failed attempts | lease lost |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| {lease['renewals']:,} | {lease['mean_s']} | {lease['slow']:,} | {lease['slowest_s'] or '–'} "
+        f"| {lease['least_left_s'] or '–'} | {lease['woke_late_max_s'] or '–'} | {lease['failed_attempts']:,} | {lost} |",
+    ]
+
+
+def _failover_rows(doc: Json) -> list[str]:
+    failover = doc["failover"]
+    lines = ["| round | lease taken (s) | probe spec completed (s) |", "|---|---|---|"]
+    for n, r in enumerate(failover["rounds"], start=1):
+        lines.append(f"| {n} | {r['lease_s']:.1f} | {r['first_spec_s']:.1f} |")
+    first = failover["first_spec_s"]
+    target = failover["lease_duration_s"] + 10
+    listed, rss = failover["standby_list_s"], failover["standby_rss_mb"]
+    lines += [
+        "",
+        f"Probe spec completed p50 {first['p50']:.1f} s, max {first['max']:.1f} s after the kill (target: lease + 10 s "
+        f"= {target:g} s: p50 {_verdict(first['p50'] <= target)}, max {_verdict(first['max'] <= target)}); "
+        f"{failover['epoch_changes']} other job(s) changed epoch. A restarted controller listed the namespace and was "
+        f"ready in {min(listed):.1f}–{max(listed):.1f} s, at {min(rss):.1f}–{max(rss):.1f} MB RSS.",
+    ]
+    return lines
+
+
+def scale_fleet() -> str:
+    """1,000 jobs of 8 pods: the figures of the load against issue 36's targets."""
+    name = "jobs-1000x8-failover.json"
+    doc = _doc(name)
+    return "\n".join([f"{_source(doc, name)}:", "", *_run_rows(doc)])
+
+
+def scale_fleet_failover() -> str:
+    """The leader killed beside the 1,000 jobs, round by round."""
+    return "\n".join(_failover_rows(_doc("jobs-1000x8-failover.json")))
+
+
+def scale_one_job() -> str:
+    """One 20,000-member job on kwok: the load's figures and the leader's renewals."""
+    doc = _doc(ONE_JOB)
+    return "\n".join([f"{_source(doc, ONE_JOB)}:", "", *_run_rows(doc), *_lease_rows(doc)])
+
+
+def scale_one_job_failover() -> str:
+    """The leader killed beside the 20,000-member job."""
+    return "\n".join(_failover_rows(_doc(ONE_JOB)))
+
+
+def scale_lease_before() -> str:
+    """The Lease writes of the 20,000-member run that lost its lease, from the API server's audit log."""
+    name = "lease-audit-20000-before.json"
+    doc = _doc(name)
+
+    def row(what: str, q: Json) -> str:
+        return f"| {what} | {q['min']:.3f} / {q['p50']:.3f} / {q['p90']:.3f} / {q['max']:.3f} |"
+
+    return "\n".join(
+        [
+            f"`{doc['command']}` (`{name}`, {doc['date']}): the {doc['writes']:,} Lease writes of "
+            f"`{doc['run']}`, whose leader lost its Lease at {doc['lease_lost_at']}:",
+            "",
+            "| seconds | min / p50 / p90 / max |",
+            "|---|---|",
+            row("between successive writes received (retry period 2 s)", doc["apart_s"]),
+            row("the server's time per write", doc["server_s"]),
+            row("client's `renewTime` stamp → the server received the write", doc["client_to_server_s"]),
+        ]
+    )
+
+
+BLOCKS = {
+    "scale-touch": scale_touch,
+    "scale-observers": scale_observers,
+    "scale-bigspec": scale_bigspec,
+    "scale-fleet": scale_fleet,
+    "scale-fleet-failover": scale_fleet_failover,
+    "scale-lease-before": scale_lease_before,
+}
+"""Block name -> renderer (the one-job blocks join once ``one-20000-d1.json`` is committed)."""
