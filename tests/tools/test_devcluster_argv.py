@@ -9,6 +9,7 @@ running clusters pick up new flags only on a fresh start).
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import json
 import subprocess
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ringdevcluster import addons, cluster
+from ringdevcluster import addons, cluster, controlplane
 
 pytestmark = pytest.mark.tools
 
@@ -45,7 +46,9 @@ def fresh_state(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PATH", "/usr/bin:/bin")
         patch.setattr(cluster, "free_port", lambda: next(ports))
-        cluster._fresh(state_dir, binaries=binaries, versions=versions, addons=names, say=lambda _m: None)
+        cluster._fresh(
+            state_dir, binaries=binaries, versions=versions, addons=names, ip_family="dual", say=lambda _m: None
+        )
     return state_dir, json.loads((state_dir / "state.json").read_text())
 
 
@@ -64,6 +67,9 @@ def test_the_api_server_certificate_carries_the_service_ip(fresh_state: tuple[Pa
         check=True,
     ).stdout
     assert "IP Address:10.96.0.1" in text and "IP Address:127.0.0.1" in text
+    # The IPv6 Service range's first address too (the `kubernetes` Service of an IPv6-only cluster).
+    ips = {ipaddress.ip_address(w.split(":", 1)[1]) for w in text.replace(",", " ").split() if w.startswith("Address:")}
+    assert ipaddress.ip_address(controlplane.SERVICE_IP6) in ips, text
 
 
 def test_a_fresh_1_32_cluster_turns_dra_on_in_its_control_plane(tmp_path: Path) -> None:
@@ -73,7 +79,7 @@ def test_a_fresh_1_32_cluster_turns_dra_on_in_its_control_plane(tmp_path: Path) 
         patch.setattr(cluster, "free_port", lambda: next(ports))
         fresh = cluster._fresh(
             tmp_path, binaries=binaries, versions={"etcd": "v0", "kwok": "v0", "kube": "v1.32.13"}, addons=[],
-            say=lambda _m: None,
+            ip_family="dual", say=lambda _m: None,
         )  # fmt: skip
     argv = fresh._state["argv"]
     gates = "--feature-gates=DynamicResourceAllocation=true,DRAResourceClaimDeviceStatus=true"

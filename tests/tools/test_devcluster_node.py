@@ -23,15 +23,22 @@ from ringdevcluster.pki import Pki
 pytestmark = pytest.mark.tools
 
 
-@pytest.fixture(scope="module")
-def configured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, controlplane.Setup]:
-    state = tmp_path_factory.mktemp("state")
+def _configure(state: Path, ip_family: str) -> tuple[Path, controlplane.Setup]:
     pki = Pki(state / "pki")
     pki.init_ca()
     ports = {key: 30000 + i for i, key in enumerate(addons.ADDONS["node"].ports)}
     binaries = {b: Path(f"/cache/{b}") for b in ("kubelet", "kube-proxy", "relay", "coredns", "pause")}
-    setup = node.configure(state_dir=state, server="https://127.0.0.1:6443", pki=pki, ports=ports, binaries=binaries)
+    setup = node.configure(
+        state_dir=state, server="https://127.0.0.1:6443", pki=pki, ports=ports, binaries=binaries, ip_family=ip_family
+    )
     return state / "node", setup
+
+
+@pytest.fixture(scope="module")
+def configured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, controlplane.Setup]:
+    """The node of a cluster of the default IP family (dual-stack, IPv4 first)."""
+    assert controlplane.DEFAULT_IP_FAMILY == "dual"
+    return _configure(tmp_path_factory.mktemp("state"), "dual")
 
 
 def test_kubelet_keeps_production_defaults_and_only_the_forced_settings(
@@ -57,10 +64,64 @@ def test_pod_network_has_no_masquerade_and_no_default_route(configured: tuple[Pa
     (bridge,) = conflist["plugins"]
     assert bridge["type"] == "bridge" and bridge["bridge"] == node.BRIDGE
     assert bridge["ipMasq"] is False and bridge["isDefaultGateway"] is False
+    # Dual-stack, IPv4 first: one address of each family per pod, a route to each Service range.
+    assert bridge["ipam"]["ranges"] == [
+        [{"subnet": str(node.POD_CIDR), "gateway": node.NODE_IP}],
+        [{"subnet": str(node.POD_CIDR6), "gateway": node.NODE_IP6}],
+    ]
     routes = bridge["ipam"]["routes"]
-    assert routes == [{"dst": controlplane.SERVICE_CIDR, "gw": node.NODE_IP}]
+    assert routes == [
+        {"dst": controlplane.SERVICE_CIDR, "gw": node.NODE_IP},
+        {"dst": controlplane.SERVICE_CIDR6, "gw": node.NODE_IP6},
+    ]
     assert ipaddress.ip_address(node.DNS_SERVICE_IP) in ipaddress.ip_network(controlplane.SERVICE_CIDR)
     assert ipaddress.ip_address(node.NODE_IP) == node.POD_CIDR.network_address + 1
+    assert ipaddress.ip_address(node.NODE_IP6) == node.POD_CIDR6.network_address + 1
+
+
+def test_ipv6_ranges_are_unique_local_and_apart() -> None:
+    # RFC 4193 unique local addresses (fc00::/7, the fd half), under one /48 of their own.
+    ula = ipaddress.ip_network("fd72:696e:6700::/48")
+    service6 = ipaddress.ip_network(controlplane.SERVICE_CIDR6)
+    assert node.POD_CIDR6.subnet_of(ula) and service6.subnet_of(ula)  # type: ignore[arg-type]
+    assert ula.subnet_of(ipaddress.ip_network("fd00::/8"))
+    assert not node.POD_CIDR6.overlaps(service6)
+    assert ipaddress.ip_address(node.DNS_SERVICE_IP6) in service6
+    assert ipaddress.ip_address(controlplane.SERVICE_IP6) in service6
+    assert controlplane.service_cidrs("dual") == [controlplane.SERVICE_CIDR, controlplane.SERVICE_CIDR6]
+    assert controlplane.service_cidrs("ipv6") == [controlplane.SERVICE_CIDR6]
+    with pytest.raises(ValueError, match="dual, ipv4, ipv6"):
+        controlplane.check_ip_family("IPv6")
+
+
+def test_ipv6_only_node_serves_and_routes_on_its_ipv6_address(tmp_path: Path) -> None:
+    home, setup = _configure(tmp_path, "ipv6")
+    conflist = json.loads(next((home / "cni" / "net.d").glob("*.conflist")).read_text())
+    ipam = conflist["plugins"][0]["ipam"]
+    assert ipam["ranges"] == [[{"subnet": str(node.POD_CIDR6), "gateway": node.NODE_IP6}]]
+    assert ipam["routes"] == [{"dst": controlplane.SERVICE_CIDR6, "gw": node.NODE_IP6}]
+    kubelet = yaml.safe_load((home / "kubelet" / "config.yaml").read_text())
+    assert kubelet["address"] == node.NODE_IP6 and kubelet["clusterDNS"] == [node.DNS_SERVICE_IP6]
+    assert f"--node-ip={node.NODE_IP6}" in setup.argv["kubelet"]
+    assert f"--listen=[{node.NODE_IP6}]:443" in setup.argv["apiserver-relay"]
+    proxy = yaml.safe_load((home / "kube-proxy" / "config.yaml").read_text())
+    assert proxy["bindAddress"] == node.NODE_IP6 and proxy["nodePortAddresses"] == [f"{node.NODE_IP6}/128"]
+    assert f"bind {node.NODE_IP6}\n" in (home / "coredns" / "Corefile").read_text()
+    found = dict(node.objects(ip_family="ipv6"))
+    dns = found["/api/v1/namespaces/kube-system/services/kube-dns"]
+    assert dns["spec"]["clusterIP"] == node.DNS_SERVICE_IP6
+    slices = [o for o in found.values() if o["kind"] == "EndpointSlice"]
+    assert {s["addressType"] for s in slices} == {"IPv6"}
+    assert all(s["endpoints"][0]["addresses"] == [node.NODE_IP6] for s in slices)
+
+
+def test_dual_stack_node_is_reached_at_its_ipv4_address_first(configured: tuple[Path, controlplane.Setup]) -> None:
+    _, setup = configured
+    assert f"--node-ip={node.NODE_IP},{node.NODE_IP6}" in setup.argv["kubelet"]
+    assert f"--listen={node.NODE_IP}:443" in setup.argv["apiserver-relay"]
+    found = dict(node.objects(ip_family="dual"))
+    assert found["/api/v1/namespaces/kube-system/services/kube-dns"]["spec"]["clusterIP"] == node.DNS_SERVICE_IP
+    assert {o["addressType"] for o in found.values() if o["kind"] == "EndpointSlice"} == {"IPv4"}
 
 
 def test_containerd_cri_settings_this_machine_needs(configured: tuple[Path, controlplane.Setup]) -> None:
@@ -84,7 +145,7 @@ def test_corefile_is_kubeadms_without_forward(configured: tuple[Path, controlpla
     for plugin in ("errors", "health", "ready", "kubernetes", "prometheus", "cache", "loop", "reload", "loadbalance"):
         assert plugin in words
     assert "cache 30 {" in corefile and "disable success cluster.local" in corefile
-    assert f"bind {node.NODE_IP}" in corefile
+    assert f"bind {node.NODE_IP} {node.NODE_IP6}\n" in corefile
 
 
 def test_kube_proxy_leaves_conntrack_and_localhost_alone(configured: tuple[Path, controlplane.Setup]) -> None:
@@ -92,7 +153,7 @@ def test_kube_proxy_leaves_conntrack_and_localhost_alone(configured: tuple[Path,
     config = yaml.safe_load((home / "kube-proxy" / "config.yaml").read_text())
     assert config["mode"] == "iptables"
     assert config["iptables"]["localhostNodePorts"] is False
-    assert config["nodePortAddresses"] == [f"{node.NODE_IP}/32"]
+    assert config["nodePortAddresses"] == [f"{node.NODE_IP}/32", f"{node.NODE_IP6}/128"]
     assert config["conntrack"]["maxPerCore"] == 0
 
 

@@ -127,7 +127,7 @@ def test_the_addon_brings_the_real_node_and_reads_pods_only() -> None:
     from ringdevcluster import addons
 
     assert addons.expand(["prometheus"]) == ["node", "prometheus"]
-    objects = dict(addons.objects("prometheus", ports={}, binaries={}, ca_cert=Path(__file__)))
+    objects = dict(addons.objects("prometheus", ports={}, binaries={}, ca_cert=Path(__file__), ip_family="dual"))
     (role,) = [o for o in objects.values() if o["kind"] == "ClusterRole"]
     assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
     (binding,) = [o for o in objects.values() if o["kind"] == "ClusterRoleBinding"]

@@ -303,7 +303,14 @@ def _kubeconfig(pki: Pki, *, state_dir: Path, server: str, process: str) -> Path
 
 
 def configure(
-    name: str, *, state_dir: Path, server: str, pki: Pki, ports: Mapping[str, int], binaries: Mapping[str, Path]
+    name: str,
+    *,
+    state_dir: Path,
+    server: str,
+    pki: Pki,
+    ports: Mapping[str, int],
+    binaries: Mapping[str, Path],
+    ip_family: str,
 ) -> Setup:
     """Write addon ``name``'s kubeconfigs, certificates and configuration under
     ``state_dir``; return the argv and environment of its processes (and the
@@ -311,11 +318,14 @@ def configure(
 
     Call once per cluster (again only after the state directory was wiped):
     it issues new certificates. ``binaries`` maps binary names to their cached
-    paths (:func:`build.ensure_binaries`).
+    paths (:func:`build.ensure_binaries`); ``ip_family`` is the cluster's
+    (``controlplane.IP_FAMILIES``).
     """
     addon = ADDONS[name]
     if name == "node":
-        return node.configure(state_dir=state_dir, server=server, pki=pki, ports=ports, binaries=binaries)
+        return node.configure(
+            state_dir=state_dir, server=server, pki=pki, ports=ports, binaries=binaries, ip_family=ip_family
+        )
     home = state_dir / "addons" / name
     home.mkdir(parents=True, exist_ok=True)
     if name == "prometheus":
@@ -560,9 +570,10 @@ _WEBHOOK_PATHS = {
 
 
 def objects(
-    name: str, *, ports: Mapping[str, int], binaries: Mapping[str, Path], ca_cert: Path
+    name: str, *, ports: Mapping[str, int], binaries: Mapping[str, Path], ca_cert: Path, ip_family: str
 ) -> list[tuple[str, Json]]:
-    """The API objects addon ``name`` needs, as ``(object URL path, manifest)`` to server-side apply.
+    """The API objects addon ``name`` needs, as ``(object URL path, manifest)`` to server-side apply,
+    in a cluster of ``ip_family``.
 
     Apply them after the CRDs are established and before the processes
     start: a webhook registered before its server listens only delays the
@@ -604,7 +615,7 @@ def objects(
         }
         out.append((f"/apis/scheduling.volcano.sh/v1beta1/queues/{VOLCANO_DEFAULT_QUEUE}", queue))
     elif name == "node":
-        out.extend(node.objects())
+        out.extend(node.objects(ip_family=ip_family))
     elif name == "prometheus":
         role = f"{PROMETHEUS_USER}"
         labels = {"app.kubernetes.io/managed-by": "ring-devcluster"}

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ringdevcluster import addons, build, cluster, node
+from ringdevcluster import addons, build, cluster, controlplane, node
 from ringdevcluster.pki import PkiError
 
 _EPILOG = """\
@@ -24,6 +24,7 @@ examples:
   ring-devcluster up --with jobset,volcano   # also run real workload controllers
   ring-devcluster up --kube 1.32 --state-dir .state/k132  # another Kubernetes minor (its newest patch)
   ring-devcluster up --with node      # also a real node (kubelet, containerd, CoreDNS; root, one per machine)
+  ring-devcluster up --ip-family ipv6 --state-dir .state/v6  # IPv6-only (default: dual, IPv4 first)
   ring-devcluster up --with prometheus # also Prometheus scraping the controller's pods (implies node)
   ring-devcluster up --with kueue     # also Kueue admitting JobSets and TrainJobs (implies jobset)
   ring-devcluster status              # components, pids, health; exit 3 if unhealthy
@@ -40,6 +41,7 @@ environment:
   RING_DEVCLUSTER_CACHE   binary cache (else ~/.cache/ring-devcluster)
   RING_DEVCLUSTER_SOURCE  the Go wrapper modules (else <repo>/build/devcluster)
   RING_DEVCLUSTER_KUBE    the default of --kube (else the pinned release, {pinned})
+  RING_DEVCLUSTER_IP_FAMILY  the default of --ip-family (else dual for a new cluster)
 """
 
 
@@ -102,6 +104,14 @@ def _parser() -> argparse.ArgumentParser:
         help=f"also run these components: {','.join(addons.ADDONS)} (trainer implies jobset)",
     )
     _add_kube(up)
+    up.add_argument(
+        "--ip-family",
+        choices=controlplane.IP_FAMILIES,
+        default=None,
+        help="the cluster's IP families: dual (IPv4 first; pods on the real node get one address of each), "
+        "ipv4 or ipv6 (Service ranges, the real node's bridge and its pods); default: $RING_DEVCLUSTER_IP_FAMILY, "
+        "else the running cluster's, else dual",
+    )
     sub.add_parser("status", parents=[common], help="show components, pids and health; exit 3 if unhealthy")
     down = sub.add_parser("down", parents=[common], help="stop the processes `up` started")
     down.add_argument("--purge", action="store_true", help="also delete the state directory's data, PKI and logs")
@@ -160,12 +170,19 @@ def _up(args: argparse.Namespace) -> int:
     # Progress goes to stderr even with --quiet (a silent 20-minute cold build
     # looks like a hang); stdout carries only the export line.
     c = cluster.ensure_up(
-        state_dir=args.state_dir, nodes=args.nodes, source=args.source, say=_say, addons=args.addons, kube=args.kube
+        state_dir=args.state_dir,
+        nodes=args.nodes,
+        source=args.source,
+        say=_say,
+        addons=args.addons,
+        kube=args.kube,
+        ip_family=args.ip_family,
     )
     if not args.quiet:
         _say(
             f"up in {time.monotonic() - started:.1f}s: {c.server} (Kubernetes {c.versions.get('kube', '?')}, "
-            f"etcd {c.versions.get('etcd', '?')}, kwok {c.versions.get('kwok', '?')}), {args.nodes} fake nodes"
+            f"etcd {c.versions.get('etcd', '?')}, kwok {c.versions.get('kwok', '?')}), {args.nodes} fake nodes, "
+            f"IP family {c.ip_family}"
         )
         if c.addons:
             _say("with " + ", ".join(f"{a} {c.versions.get(a, '?')}" for a in c.addons))
@@ -182,7 +199,7 @@ def _status(args: argparse.Namespace) -> int:
         print(f"no cluster in {where}")
         return 3
     statuses = c.status()
-    print(f"state dir: {c.state_dir}\napiserver: {c.server}\nkubeconfig: {c.kubeconfig}")
+    print(f"state dir: {c.state_dir}\napiserver: {c.server}\nkubeconfig: {c.kubeconfig}\nIP family: {c.ip_family}")
     width = max(len("COMPONENT"), *(len(s.name) for s in statuses))
     print(f"{'COMPONENT':<{width}} {'PID':>8} {'RSS':>8}  {'HEALTH':<8} DETAIL")
     for s in statuses:
@@ -208,9 +225,10 @@ def _node_line(c: cluster.Cluster) -> list[str]:
         print(f"real node {node.NODE_NAME}: API not reachable ({err})")
         return [str(err)]
     state = "Ready" if not waiting else "; ".join(waiting)
+    addrs = node.addresses(c.ip_family)
     print(
-        f"real node {node.NODE_NAME} ({node.NODE_IP} on {node.BRIDGE}, pods {node.POD_CIDR}): {state}, "
-        f"{len(pods.get('items', []))} pods"
+        f"real node {node.NODE_NAME} ({', '.join(addrs.node_ips)} on {node.BRIDGE}, "
+        f"pods {', '.join(map(str, addrs.pod_cidrs))}): {state}, {len(pods.get('items', []))} pods"
     )
     return waiting
 

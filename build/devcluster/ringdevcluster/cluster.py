@@ -135,6 +135,8 @@ class Cluster:
         self.versions: dict[str, str] = dict(state["versions"])
         self.ports: dict[str, int] = dict(state["ports"])
         self.addons: tuple[str, ...] = tuple(state.get("addons", ()))
+        #: The cluster's IP families (``controlplane.IP_FAMILIES``); state from before they were recorded is IPv4.
+        self.ip_family: str = str(state.get("ip_family", "ipv4"))
         self.components: tuple[str, ...] = COMPONENTS + tuple(addon_specs.process_names(self.addons))
 
     def _addon_binaries(self) -> dict[str, Path]:
@@ -167,6 +169,7 @@ class Cluster:
                 pki=self.pki,
                 ports=state["ports"],
                 binaries=binaries,
+                ip_family=self.ip_family,
             )
             restart = _add_setup(state, setup) or restart
             state.setdefault("addons", []).append(name)
@@ -269,7 +272,7 @@ class Cluster:
             release=lambda other: _release_node(other, say=say),
             say=say,
         )
-        node.prepare_host(self.state_dir, say=say)
+        node.prepare_host(self.state_dir, ip_family=self.ip_family, say=say)
         self.start_component("containerd")
         if node.import_pause(self.state_dir):
             say(f"imported the sandbox image {images.PAUSE_IMAGE}")
@@ -278,6 +281,7 @@ class Cluster:
         self.wait_healthy(node.PROCESSES)
         healthy = time.monotonic() - started
         self.wait_addons_ready(only=("node",))
+        node.assign_pod_cidrs(self.api, ip_family=self.ip_family)
         say(
             f"real node {node.NODE_NAME} Ready after {time.monotonic() - started:.1f}s (processes healthy: {healthy:.1f}s)"
         )
@@ -369,7 +373,7 @@ class Cluster:
         """Create or update the API objects the addons need (webhook registrations, queues)."""
         for name in self.addons:
             for path, obj in addon_specs.objects(
-                name, ports=self.ports, binaries=self._addon_binaries(), ca_cert=self.ca_cert
+                name, ports=self.ports, binaries=self._addon_binaries(), ca_cert=self.ca_cert, ip_family=self.ip_family
             ):
                 self.api.apply(path, obj)
 
@@ -491,16 +495,28 @@ def _add_setup(recorded: dict[str, Any], setup: Setup) -> bool:
 
 
 def _fresh(
-    state_dir: Path, *, binaries: dict[str, Path], versions: dict[str, str], addons: Sequence[str], say: Say
+    state_dir: Path,
+    *,
+    binaries: dict[str, Path],
+    versions: dict[str, str],
+    addons: Sequence[str],
+    ip_family: str,
+    say: Say,
 ) -> Cluster:
-    """Create PKI, configs and state for a new cluster in an empty ``state_dir``."""
+    """Create PKI, configs and state for a new cluster of ``ip_family`` in an empty ``state_dir``."""
     ports = {name: free_port() for name in controlplane.PORTS}
     for name in addons:
         ports.update({key: free_port() for key in addon_specs.ADDONS[name].ports})
     server = f"https://127.0.0.1:{ports['kube-apiserver']}"
     pki = Pki(state_dir / "pki")
     setup = controlplane.configure(
-        state_dir=state_dir, server=server, pki=pki, ports=ports, binaries=binaries, kube=versions.get("kube")
+        state_dir=state_dir,
+        server=server,
+        pki=pki,
+        ports=ports,
+        binaries=binaries,
+        kube=versions.get("kube"),
+        ip_family=ip_family,
     )
     recorded: dict[str, Any] = {
         "version": VERSION,
@@ -508,6 +524,7 @@ def _fresh(
         "ports": ports,
         "versions": versions,
         "addons": list(addons),
+        "ip_family": ip_family,
         "argv": dict(setup.argv),
         "env": dict(setup.env),
         "created": time.time(),
@@ -515,10 +532,12 @@ def _fresh(
     for name in addons:
         _add_setup(
             recorded,
-            addon_specs.configure(name, state_dir=state_dir, server=server, pki=pki, ports=ports, binaries=binaries),
+            addon_specs.configure(
+                name, state_dir=state_dir, server=server, pki=pki, ports=ports, binaries=binaries, ip_family=ip_family
+            ),
         )
     write_state(state_dir, recorded)
-    say(f"new cluster in {state_dir}: apiserver {server}, etcd :{ports['etcd']}")
+    say(f"new cluster in {state_dir}: apiserver {server}, etcd :{ports['etcd']}, IP family {ip_family}")
     return Cluster(state_dir, recorded)
 
 
@@ -557,6 +576,7 @@ def ensure_up(
     say: Say | None = None,
     addons: Sequence[str] = (),
     kube: str | None = None,
+    ip_family: str | None = None,
 ) -> Cluster:
     """Bring the control plane in ``state_dir`` up (building binaries if needed).
 
@@ -565,7 +585,9 @@ def ensure_up(
     ``$RING_DEVCLUSTER_KUBE``); None runs the pinned one, or keeps the
     release of the cluster recorded in ``state_dir``. A running
     cluster of another release is not replaced: :class:`ClusterError` says
-    to stop it first.
+    to stop it first. ``ip_family`` (``controlplane.IP_FAMILIES``; default
+    ``$RING_DEVCLUSTER_IP_FAMILY``) likewise: None keeps the recorded
+    cluster's, and a fresh cluster is ``dual`` (IPv4 first).
 
     Reuses a healthy cluster, repairs one whose etcd and API server survive,
     otherwise starts a fresh one (see the module docstring). ``addons`` names
@@ -584,6 +606,9 @@ def ensure_up(
     emit: Say = say or (lambda _msg: None)
     directory = resolve(state_dir)
     wanted = build.resolve_kube(kube or os.environ.get("RING_DEVCLUSTER_KUBE") or None)
+    family = ip_family or os.environ.get("RING_DEVCLUSTER_IP_FAMILY") or None
+    if family is not None:
+        controlplane.check_ip_family(family)
     with locked(directory):
         cluster = load(directory)
         if cluster is not None:
@@ -594,6 +619,13 @@ def ensure_up(
                     f"(ring-devcluster down --state-dir {directory}) or give another --state-dir"
                 )
             wanted = running
+            if family is not None and cluster.ip_family != family:
+                raise ClusterError(
+                    f"the cluster in {directory} is {cluster.ip_family}, not {family}: stop it first "
+                    f"(ring-devcluster down --state-dir {directory}) or give another --state-dir"
+                )
+            # A restart keeps a recorded family; one from before families were recorded gets the default.
+            family = family or cluster._state.get("ip_family")
             missing = [a for a in requested if a not in cluster.addons]
             statuses = {s.name: s for s in settled_status(cluster.status, grace=_PROBE_GRACE, say=emit)}
             if all(s.healthy for s in statuses.values()):
@@ -633,7 +665,7 @@ def ensure_up(
         started = time.monotonic()
         cluster = _fresh(
             directory, binaries={k: Path(v) for k, v in binaries.items()}, versions=versions, addons=requested,
-            say=emit,
+            ip_family=family or controlplane.DEFAULT_IP_FAMILY, say=emit,
         )  # fmt: skip
         cluster.start_component("etcd")
         cluster.start_component("kube-apiserver")

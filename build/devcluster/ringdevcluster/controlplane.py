@@ -5,8 +5,9 @@ loopback. :func:`configure` writes what they need into a fresh state
 directory (CA, serving and client certificates, kubeconfigs, kwok's stages,
 the audit policy) and returns their argv as a :class:`Setup`, the same record
 the optional components' ``configure`` return (:mod:`addons`, :mod:`node`).
-The addresses every part shares (:data:`SERVICE_CIDR` and the addresses taken
-from it) are defined here once.
+The addresses every part shares (:data:`SERVICE_CIDR`, :data:`SERVICE_CIDR6`
+and the addresses taken from them) are defined here once, with the cluster's
+IP families (:data:`IP_FAMILIES`: dual-stack by default, IPv4 first).
 """
 
 from __future__ import annotations
@@ -24,14 +25,21 @@ __all__ = [
     "AUDIT_POLICY",
     "AUDIT_POLICY_FILE",
     "COMPONENTS",
+    "DEFAULT_IP_FAMILY",
+    "IP_FAMILIES",
     "PORTS",
     "SERVICE_ACCOUNT_ISSUER",
     "SERVICE_CIDR",
+    "SERVICE_CIDR6",
     "SERVICE_IP",
+    "SERVICE_IP6",
     "Setup",
     "add_flags",
     "argv",
+    "check_ip_family",
     "configure",
+    "families",
+    "service_cidrs",
 ]
 
 #: The control plane's components in start order; stopped in reverse (after
@@ -43,6 +51,16 @@ PORTS: tuple[str, ...] = ("etcd", "etcd-peer", "kube-apiserver", "kube-controlle
 SERVICE_CIDR = "10.96.0.0/16"
 #: The ``kubernetes`` Service's ClusterIP (the range's first address): the API server's certificate names it.
 SERVICE_IP = str(ipaddress.ip_network(SERVICE_CIDR)[1])
+#: The IPv6 Service range: a /112 of the dev cluster's unique local prefix
+#: ``fd72:696e:6700::/48`` (RFC 4193; the real node's IPv6 pod range is in it too).
+SERVICE_CIDR6 = "fd72:696e:6700:96::/112"
+#: The ``kubernetes`` Service's ClusterIP on an IPv6-only cluster.
+SERVICE_IP6 = str(ipaddress.ip_network(SERVICE_CIDR6)[1])
+#: The IP families a dev cluster can run (``up --ip-family``): ``dual`` (IPv4
+#: first: Services without ``ipFamilyPolicy`` and the node's primary addresses
+#: stay IPv4, pods on the real node also get an IPv6 address), ``ipv4`` or ``ipv6``.
+IP_FAMILIES: tuple[str, ...] = ("dual", "ipv4", "ipv6")
+DEFAULT_IP_FAMILY = "dual"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 #: The admin user (``system:masters``) of ``<state dir>/kubeconfig``.
 ADMIN_USER = "ring-devcluster-admin"
@@ -57,6 +75,23 @@ class Setup:
     argv: dict[str, list[str]]
     env: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
     apiserver_args: list[str] = dataclasses.field(default_factory=list)
+
+
+def check_ip_family(value: str) -> str:
+    """``value`` if it is one of :data:`IP_FAMILIES`; ValueError naming them otherwise."""
+    if value not in IP_FAMILIES:
+        raise ValueError(f"unknown IP family {value!r}; choose from {', '.join(IP_FAMILIES)}")
+    return value
+
+
+def families(ip_family: str) -> tuple[int, ...]:
+    """The IP versions of a cluster of ``ip_family``, primary first: ``(4, 6)``, ``(4,)`` or ``(6,)``."""
+    return {"dual": (4, 6), "ipv4": (4,), "ipv6": (6,)}[check_ip_family(ip_family)]
+
+
+def service_cidrs(ip_family: str) -> list[str]:
+    """The Service ranges of a cluster of ``ip_family``, primary first (``--service-cluster-ip-range``)."""
+    return [{4: SERVICE_CIDR, 6: SERVICE_CIDR6}[v] for v in families(ip_family)]
 
 
 def add_flags(argv: list[str], flags: Sequence[str]) -> bool:
@@ -99,18 +134,22 @@ def argv(
     binaries: Mapping[str, Path],
     ports: Mapping[str, int],
     pki: Pki,
+    ip_family: str,
     kube: str | None = None,
 ) -> dict[str, list[str]]:
-    """The control plane's processes' argv (:data:`COMPONENTS`), for the files :func:`configure` writes;
-    ``kube`` (the release's full version, None: the pinned one) adds its
-    :func:`ringdevcluster.kubeversions.release_flags`."""
-    processes = _argv(state_dir=state_dir, binaries=binaries, ports=ports, pki=pki)
+    """The control plane's processes' argv (:data:`COMPONENTS`), for the files :func:`configure` writes,
+    with the Service ranges of ``ip_family``; ``kube`` (the release's full version, None: the pinned
+    one) adds its :func:`ringdevcluster.kubeversions.release_flags`."""
+    processes = _argv(state_dir=state_dir, binaries=binaries, ports=ports, pki=pki, ip_family=ip_family)
     for process, flags in kubeversions.release_flags(kube).items():
         add_flags(processes[process], flags)
     return processes
 
 
-def _argv(*, state_dir: Path, binaries: Mapping[str, Path], ports: Mapping[str, int], pki: Pki) -> dict[str, list[str]]:
+def _argv(
+    *, state_dir: Path, binaries: Mapping[str, Path], ports: Mapping[str, int], pki: Pki, ip_family: str
+) -> dict[str, list[str]]:
+    services = ",".join(service_cidrs(ip_family))
     kc = state_dir / "kubeconfigs"
     etcd_url = f"http://127.0.0.1:{ports['etcd']}"
     peer_url = f"http://127.0.0.1:{ports['etcd-peer']}"
@@ -150,7 +189,7 @@ def _argv(*, state_dir: Path, binaries: Mapping[str, Path], ports: Mapping[str, 
             f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
             f"--service-account-key-file={state_dir / 'pki' / 'sa.pub'}",
             f"--service-account-signing-key-file={state_dir / 'pki' / 'sa.key'}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            f"--service-cluster-ip-range={services}",
             "--allow-privileged=true",
             # Who wrote which ConfigMap and Lease, when (the chaos runs check
             # every write against the Lease holder): see AUDIT_POLICY.
@@ -169,14 +208,17 @@ def _argv(*, state_dir: Path, binaries: Mapping[str, Path], ports: Mapping[str, 
             "--leader-elect=false",
             # All default controllers: garbage collector, job, deployment,
             # replicaset, namespace, serviceaccount(-token), node lifecycle...
-            # Pod CIDRs are set by the harness, so no --allocate-node-cidrs.
+            # Pod CIDRs are set by the harness (kwok nodes: 127.1.N.0/24,
+            # outside any cluster CIDR the range allocator would accept; the
+            # real node: its bridge's ranges, one per family), so no
+            # --allocate-node-cidrs.
             "--controllers=*",
             "--use-service-account-credentials=true",
             f"--service-account-private-key-file={state_dir / 'pki' / 'sa.key'}",
             f"--root-ca-file={pki.ca_cert}",
             f"--cluster-signing-cert-file={pki.ca_cert}",
             f"--cluster-signing-key-file={pki.ca_key}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            f"--service-cluster-ip-range={services}",
             "--kube-api-qps=100",
             "--kube-api-burst=200",
             "--profiling=false",
@@ -212,13 +254,15 @@ def configure(
     pki: Pki,
     ports: Mapping[str, int],
     binaries: Mapping[str, Path],
+    ip_family: str,
     kube: str | None = None,
 ) -> Setup:
     """Create the CA, the control plane's certificates, kubeconfigs and files in an empty ``state_dir``;
     return its processes' argv.
 
-    ``ports`` holds at least :data:`PORTS`; ``server`` is the API server's URL on them; ``kube``
-    is the release's full version (None: the pinned one), whose flags :func:`argv` adds.
+    ``ports`` holds at least :data:`PORTS`; ``server`` is the API server's URL on them;
+    ``ip_family`` one of :data:`IP_FAMILIES`; ``kube`` is the release's full version (None: the
+    pinned one), whose flags :func:`argv` adds.
     """
     pki.init_ca()
     pki.issue(
@@ -226,7 +270,7 @@ def configure(
         cn="kube-apiserver",
         server_names=["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
                       "kubernetes.default.svc.cluster.local"],
-        server_ips=["127.0.0.1", SERVICE_IP],
+        server_ips=["127.0.0.1", SERVICE_IP, SERVICE_IP6],
     )  # fmt: skip
     pki.service_account_keys()
     identities = {
@@ -245,4 +289,6 @@ def configure(
             )  # fmt: skip
     (state_dir / "kwok.yaml").write_text(kwok.STAGES)
     (state_dir / AUDIT_POLICY_FILE).write_text(AUDIT_POLICY)
-    return Setup(argv=argv(state_dir=state_dir, binaries=binaries, ports=ports, pki=pki, kube=kube))
+    return Setup(
+        argv=argv(state_dir=state_dir, binaries=binaries, ports=ports, pki=pki, ip_family=ip_family, kube=kube)
+    )

@@ -13,12 +13,15 @@ work through kube-proxy and names resolve through CoreDNS. What runs:
   a machine (:data:`OWNER_FILE` records which cluster has it).
 * **CNI**: Debian's ``containernetworking-plugins`` (bridge, host-local,
   loopback). Pods live on the bridge :data:`BRIDGE` that ``up`` creates, with
-  addresses from :data:`POD_CIDR`; the node's own address on the bridge,
-  :data:`NODE_IP`, is the pods' gateway and the node's InternalIP. No IP
-  masquerade and no default route in the pods: they reach only the bridge
-  (other pods, the node) and, through kube-proxy, the Service range, which the
-  host routes onto the bridge too. A ``FORWARD`` guard chain drops anything
-  that would leave the bridge for another interface.
+  an address of each of the cluster's IP families (:func:`addresses`): from
+  :data:`POD_CIDR` (IPv4) and :data:`POD_CIDR6` (IPv6, in the unique local
+  prefix ``fd72:696e:6700::/48``). The node's own addresses on the bridge,
+  :data:`NODE_IP` and :data:`NODE_IP6`, are the pods' gateways and the node's
+  InternalIPs (the primary family first). No IP masquerade and no default
+  route in the pods: they reach only the bridge (other pods, the node) and,
+  through kube-proxy, the Service ranges, which the host routes onto the
+  bridge too. A ``FORWARD`` guard chain (iptables and ip6tables) drops
+  anything that would leave the bridge for another interface.
 * **kubelet and kube-proxy** built from the control plane's own
   k8s.io/kubernetes release (the ``node`` wrapper module), with kubeadm's
   defaults except where this machine forces otherwise (docs/devcluster.md, "Real node").
@@ -26,12 +29,12 @@ work through kube-proxy and names resolve through CoreDNS. What runs:
   (:data:`NODE_LABEL`, :data:`NODE_TAINT`) so that only pods asking for it
   (:func:`pod_placement`) land on it; kwok nodes keep their own label.
 * **CoreDNS** (the ``coredns`` wrapper module) as a host process serving
-  ``NODE_IP:53`` with kubeadm's stock Corefile minus ``forward`` (nothing
+  the node's bridge addresses (port 53) with kubeadm's stock Corefile minus ``forward`` (nothing
   upstream may be reached); the ``kube-dns`` Service at :data:`DNS_SERVICE_IP`
   points at it through a hand-made EndpointSlice, as the kubelet's
   ``clusterDNS`` does.
 * **The API from pods**: the API server listens on loopback only; a relay
-  (``node`` module) accepts on ``NODE_IP:443`` and forwards the bytes, and the
+  (``node`` module) accepts on the node's primary address (port 443) and forwards the bytes, and the
   ``kubernetes`` Service's EndpointSlice names it, so in-cluster clients work
   unchanged (TLS end to end: the API server's certificate carries the
   Service IP).
@@ -43,7 +46,7 @@ work through kube-proxy and names resolve through CoreDNS. What runs:
 (:func:`teardown`): stops the node's processes, kills and deletes every
 container of containerd's ``k8s.io`` namespace, unmounts what they left,
 removes the CNI network namespaces, the bridge and its route, the
-``KUBE-*`` iptables chains of kubelet and kube-proxy and the guard chain, the
+``KUBE-*`` iptables and ip6tables chains of kubelet and kube-proxy and the guard chain, the
 ``kubepods`` cgroups, and puts back every sysctl the kubelet, kube-proxy or
 the bridge plugin changed (recorded before the first start).
 """
@@ -51,6 +54,7 @@ the bridge plugin changed (recorded before the first start).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import ipaddress
 import json
@@ -70,23 +74,29 @@ import yaml
 
 from ringdevcluster import images
 from ringdevcluster.api import Api, ApiError
-from ringdevcluster.controlplane import SERVICE_CIDR, Setup
+from ringdevcluster.controlplane import SERVICE_CIDR, SERVICE_CIDR6, Setup, families, service_cidrs
 from ringdevcluster.pki import Pki, write_kubeconfig
 
 __all__ = [
+    "Addresses",
     "BRIDGE",
     "CLUSTER_DOMAIN",
     "CONTAINERD_SOCKET",
     "DNS_SERVICE_IP",
+    "DNS_SERVICE_IP6",
     "KUBELET_VERBOSITY",
     "NODE_IP",
+    "NODE_IP6",
     "NODE_LABEL",
     "NODE_NAME",
     "NODE_TAINT",
     "NodeError",
     "OWNER_FILE",
     "POD_CIDR",
+    "POD_CIDR6",
     "PROCESSES",
+    "addresses",
+    "assign_pod_cidrs",
     "check_owner",
     "claim",
     "configure",
@@ -122,8 +132,14 @@ BRIDGE = "ringbr0"
 #: Pod addresses; the first one is the node's (and the pods' gateway).
 POD_CIDR = ipaddress.ip_network("10.244.0.0/24")
 NODE_IP = str(POD_CIDR.network_address + 1)
+#: IPv6 pod addresses (a /64 of the dev cluster's unique local prefix, see
+#: ``controlplane.SERVICE_CIDR6``); the first one is the node's.
+POD_CIDR6 = ipaddress.ip_network("fd72:696e:6700:244::/64")
+NODE_IP6 = str(POD_CIDR6.network_address + 1)
 #: The ``kube-dns`` Service's ClusterIP (the tenth address of the Service range): the kubelet's ``clusterDNS``.
 DNS_SERVICE_IP = str(ipaddress.ip_network(SERVICE_CIDR)[10])
+#: The ``kube-dns`` Service's ClusterIP on an IPv6-only cluster.
+DNS_SERVICE_IP6 = str(ipaddress.ip_network(SERVICE_CIDR6)[10])
 CLUSTER_DOMAIN = "cluster.local"
 #: containerd 1.6's socket (``/run/containerd`` is not configurable in practice).
 CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
@@ -159,6 +175,9 @@ _SYSCTLS = (
     "kernel/keys/root_maxbytes",
     "net/ipv4/ip_forward",
     "net/ipv4/conf/all/route_localnet",
+    # The bridge plugin turns IPv6 forwarding on for an IPv6 gateway (as ip_forward for IPv4).
+    "net/ipv6/conf/all/forwarding",
+    "net/ipv6/conf/default/forwarding",
     "net/bridge/bridge-nf-call-iptables",
     "net/bridge/bridge-nf-call-ip6tables",
     "net/netfilter/nf_conntrack_max",
@@ -179,6 +198,45 @@ _CHAIN_PREFIXES = ("KUBE-", _GUARD_CHAIN)
 
 class NodeError(RuntimeError):
     """The real node cannot be set up or torn down here; the message says why and what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Addresses:
+    """The real node's addresses in a cluster of one IP family setting, one entry per family, primary first.
+
+    ``pod_cidrs`` (the bridge's ranges), ``node_ips`` (the node's address in
+    each, the pods' gateway), ``service_cidrs`` (routed onto the bridge) and
+    ``dns_service_ip`` (the ``kube-dns`` ClusterIP, of the primary family).
+    """
+
+    pod_cidrs: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+    node_ips: tuple[str, ...]
+    service_cidrs: tuple[str, ...]
+    dns_service_ip: str
+
+    @property
+    def node_ip(self) -> str:
+        """The node's primary address: its first InternalIP, where the kubelet, kube-proxy and the relay listen."""
+        return self.node_ips[0]
+
+
+def addresses(ip_family: str) -> Addresses:
+    """The node's :class:`Addresses` in a cluster of ``ip_family`` (``dual``, ``ipv4``, ``ipv6``)."""
+    versions = families(ip_family)
+    return Addresses(
+        pod_cidrs=tuple({4: POD_CIDR, 6: POD_CIDR6}[v] for v in versions),
+        node_ips=tuple({4: NODE_IP, 6: NODE_IP6}[v] for v in versions),
+        service_cidrs=tuple(service_cidrs(ip_family)),
+        dns_service_ip={4: DNS_SERVICE_IP, 6: DNS_SERVICE_IP6}[versions[0]],
+    )
+
+
+def _host_port(ip: str, port: int) -> str:
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+def _prefix_len(ip: str) -> int:
+    return 128 if ":" in ip else 32
 
 
 def pod_placement() -> Json:
@@ -343,10 +401,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 """
 
 
-def _cni_config(home: Path) -> Json:
+def _cni_config(home: Path, *, addrs: Addresses) -> Json:
     # Bridge without masquerade and without a default route: pods reach the
-    # bridge (other pods, the node at NODE_IP) and the Service range, which
-    # kube-proxy rewrites to endpoints on the bridge. Nothing else.
+    # bridge (other pods, the node at NODE_IP / NODE_IP6) and the Service
+    # ranges, which kube-proxy rewrites to endpoints on the bridge. Nothing
+    # else. One host-local range set per family: a dual-stack pod gets one
+    # address of each.
     return {
         "cniVersion": "1.0.0",
         "name": "ring-devcluster",
@@ -360,8 +420,11 @@ def _cni_config(home: Path) -> Json:
                 "hairpinMode": True,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{"subnet": str(POD_CIDR), "gateway": NODE_IP}]],
-                    "routes": [{"dst": SERVICE_CIDR, "gw": NODE_IP}],
+                    "ranges": [
+                        [{"subnet": str(c), "gateway": ip}]
+                        for c, ip in zip(addrs.pod_cidrs, addrs.node_ips, strict=True)
+                    ],
+                    "routes": [{"dst": c, "gw": ip} for c, ip in zip(addrs.service_cidrs, addrs.node_ips, strict=True)],
                     "dataDir": str(home / "cni" / "ipam"),
                 },
             }
@@ -369,12 +432,12 @@ def _cni_config(home: Path) -> Json:
     }
 
 
-def _kubelet_config(home: Path, *, pki: Pki, health_port: int) -> Json:
+def _kubelet_config(home: Path, *, pki: Pki, health_port: int, addrs: Addresses) -> Json:
     config: Json = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
         # Serve on the bridge address only (the API server reaches it there).
-        "address": NODE_IP,
+        "address": addrs.node_ip,
         "port": 10250,
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",
@@ -391,7 +454,7 @@ def _kubelet_config(home: Path, *, pki: Pki, health_port: int) -> Json:
         "failCgroupV1": False,
         "cgroupDriver": "cgroupfs",
         "containerRuntimeEndpoint": f"unix://{CONTAINERD_SOCKET}",
-        "clusterDNS": [DNS_SERVICE_IP],
+        "clusterDNS": [addrs.dns_service_ip],
         "clusterDomain": CLUSTER_DOMAIN,
         # No upstream DNS may be reached: pods get no host nameserver.
         "resolvConf": str(home / "kubelet" / "resolv.conf"),
@@ -422,33 +485,34 @@ def _kubelet_config(home: Path, *, pki: Pki, health_port: int) -> Json:
     return config
 
 
-def _kube_proxy_config(*, kubeconfig: Path, health_port: int, metrics_port: int) -> Json:
+def _kube_proxy_config(*, kubeconfig: Path, health_port: int, metrics_port: int, addrs: Addresses) -> Json:
     return {
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
         "kind": "KubeProxyConfiguration",
         "clientConnection": {"kubeconfig": str(kubeconfig)},
         "mode": "iptables",
         "hostnameOverride": NODE_NAME,
-        "bindAddress": NODE_IP,  # the node IP, without waiting for the Node object
+        "bindAddress": addrs.node_ip,  # the node IP (primary family), without waiting for the Node object
         "healthzBindAddress": f"127.0.0.1:{health_port}",
         "metricsBindAddress": f"127.0.0.1:{metrics_port}",
-        # NodePorts only on the bridge address, never on loopback (no
-        # route_localnet) or the machine's other interfaces.
-        "nodePortAddresses": [f"{NODE_IP}/32"],
+        # NodePorts only on the bridge addresses, never on loopback (no
+        # route_localnet) or the machine's other interfaces. One per family:
+        # a family without an entry here would get NodePorts on every address.
+        "nodePortAddresses": [f"{ip}/{_prefix_len(ip)}" for ip in addrs.node_ips],
         "iptables": {"localhostNodePorts": False, "masqueradeAll": False},
         # 0: leave the host's conntrack table size and timeouts as they are.
         "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
     }
 
 
-def _corefile(*, kubeconfig: Path, health_port: int, ready_port: int, metrics_port: int) -> str:
+def _corefile(*, kubeconfig: Path, health_port: int, ready_port: int, metrics_port: int, addrs: Addresses) -> str:
     # kubeadm's stock Corefile (v1.35, cmd/kubeadm/app/phases/addons/dns),
     # except: bind to the node's bridge address; health, ready and metrics on
     # loopback ports; the API through a kubeconfig (a host process, not a
     # pod); no `forward` (nothing upstream may be reached here).
     return f"""\
 .:53 {{
-    bind {NODE_IP}
+    bind {" ".join(addrs.node_ips)}
     errors
     health 127.0.0.1:{health_port} {{
        lameduck 5s
@@ -473,7 +537,13 @@ def _corefile(*, kubeconfig: Path, health_port: int, ready_port: int, metrics_po
 
 
 def configure(
-    *, state_dir: Path, server: str, pki: Pki, ports: Mapping[str, int], binaries: Mapping[str, Path]
+    *,
+    state_dir: Path,
+    server: str,
+    pki: Pki,
+    ports: Mapping[str, int],
+    binaries: Mapping[str, Path],
+    ip_family: str,
 ) -> Setup:
     """Write the node's certificates, kubeconfigs and configuration files under
     ``state_dir/node``; return its processes' argv and environment and the flags
@@ -481,8 +551,10 @@ def configure(
 
     Call once per cluster (it issues new certificates). ``binaries`` maps binary
     names to their cached paths (``kubelet``, ``kube-proxy``, ``relay``,
-    ``coredns``); containerd is Debian's.
+    ``coredns``); containerd is Debian's. ``ip_family`` is the cluster's
+    (``controlplane.IP_FAMILIES``): the node's addresses are :func:`addresses`'.
     """
+    addrs = addresses(ip_family)
     home = state_dir / "node"
     for sub in ("containerd", "cni/net.d", "cni/ipam", "kubelet", "kube-proxy", "coredns", "pod-logs", "images"):
         (home / sub).mkdir(parents=True, exist_ok=True)
@@ -496,23 +568,32 @@ def configure(
     kubelet_kc = kubeconfig("kubelet", f"system:node:{NODE_NAME}", ["system:nodes"])
     proxy_kc = kubeconfig("kube-proxy", "system:kube-proxy", [])
     coredns_kc = kubeconfig("coredns", "ring-devcluster-coredns", ["system:masters"])
-    pki.issue("kubelet-serving", cn=f"system:node:{NODE_NAME}", server_names=[NODE_NAME], server_ips=[NODE_IP])
+    pki.issue(
+        "kubelet-serving", cn=f"system:node:{NODE_NAME}", server_names=[NODE_NAME], server_ips=list(addrs.node_ips)
+    )
     # The API server's client identity towards the kubelet (logs, exec), as kubeadm's.
     pki.issue("apiserver-kubelet-client", cn="kube-apiserver-kubelet-client", groups=["system:masters"])
 
     containerd_conf = home / "containerd" / "config.toml"
     containerd_conf.write_text(_containerd_config(home, metrics_port=ports["containerd-metrics"]))
-    (home / "cni" / "net.d" / "10-ring-devcluster.conflist").write_text(json.dumps(_cni_config(home), indent=2))
+    (home / "cni" / "net.d" / "10-ring-devcluster.conflist").write_text(
+        json.dumps(_cni_config(home, addrs=addrs), indent=2)
+    )
     (home / "kubelet" / "resolv.conf").write_text("")
     kubelet_conf = home / "kubelet" / "config.yaml"
     kubelet_conf.write_text(
-        yaml.safe_dump(_kubelet_config(home, pki=pki, health_port=ports["kubelet-health"]), sort_keys=False)
+        yaml.safe_dump(
+            _kubelet_config(home, pki=pki, health_port=ports["kubelet-health"], addrs=addrs), sort_keys=False
+        )
     )
     proxy_conf = home / "kube-proxy" / "config.yaml"
     proxy_conf.write_text(
         yaml.safe_dump(
             _kube_proxy_config(
-                kubeconfig=proxy_kc, health_port=ports["kube-proxy-health"], metrics_port=ports["kube-proxy-metrics"]
+                kubeconfig=proxy_kc,
+                health_port=ports["kube-proxy-health"],
+                metrics_port=ports["kube-proxy-metrics"],
+                addrs=addrs,
             ),
             sort_keys=False,
         )
@@ -524,6 +605,7 @@ def configure(
             health_port=ports["coredns-health"],
             ready_port=ports["coredns-ready"],
             metrics_port=ports["coredns-metrics"],
+            addrs=addrs,
         )
     )
     api_port = int(server.rsplit(":", 1)[1])
@@ -533,7 +615,7 @@ def configure(
         "coredns": [str(binaries["coredns"]), "-conf", str(corefile)],
         "apiserver-relay": [
             str(binaries["relay"]),
-            f"--listen={NODE_IP}:{API_RELAY_PORT}",
+            f"--listen={_host_port(addrs.node_ip, API_RELAY_PORT)}",
             f"--to=127.0.0.1:{api_port}",
             f"--health=127.0.0.1:{ports['apiserver-relay-health']}",
         ],
@@ -545,7 +627,7 @@ def configure(
             f"--root-dir={home / 'kubelet' / 'root'}",
             f"--cert-dir={home / 'kubelet' / 'pki'}",
             f"--hostname-override={NODE_NAME}",
-            f"--node-ip={NODE_IP}",
+            f"--node-ip={','.join(addrs.node_ips)}",
             f"--node-labels={NODE_LABEL[0]}={NODE_LABEL[1]}",
             f"--v={KUBELET_VERBOSITY}",
         ],
@@ -558,19 +640,21 @@ def configure(
         # The node's name is not resolvable here: reach the kubelet at its InternalIP.
         "--kubelet-preferred-address-types=InternalIP",
     ]
-    host = {"kube_proxy": str(binaries["kube-proxy"]), "pause": str(binaries["pause"])}
+    host = {"kube_proxy": str(binaries["kube-proxy"]), "pause": str(binaries["pause"]), "ip_family": ip_family}
     (home / "binaries.json").write_text(json.dumps(host))
     return Setup(argv=argv, env=env, apiserver_args=apiserver_args)
 
 
-def objects() -> list[tuple[str, Json]]:
+def objects(*, ip_family: str) -> list[tuple[str, Json]]:
     """The API objects the node needs, as ``(object URL path, manifest)`` to server-side apply.
 
-    The ``kube-dns`` Service at :data:`DNS_SERVICE_IP` and EndpointSlices
-    (not managed by the EndpointSlice controller: the Services have no
-    selector) pointing ``kube-dns`` at CoreDNS and ``kubernetes`` at the
-    relay, both on :data:`NODE_IP`.
+    The ``kube-dns`` Service at :data:`DNS_SERVICE_IP` (:data:`DNS_SERVICE_IP6`
+    on an IPv6-only cluster) and EndpointSlices (not managed by the
+    EndpointSlice controller: the Services have no selector) pointing
+    ``kube-dns`` at CoreDNS and ``kubernetes`` at the relay, both on the
+    node's primary address (:func:`addresses` of ``ip_family``).
     """
+    addrs = addresses(ip_family)
     managed = {"app.kubernetes.io/managed-by": "ring-devcluster"}
     dns_service = {
         "apiVersion": "v1",
@@ -581,7 +665,7 @@ def objects() -> list[tuple[str, Json]]:
             "labels": {"k8s-app": "kube-dns", "kubernetes.io/name": "CoreDNS", **managed},
         },
         "spec": {
-            "clusterIP": DNS_SERVICE_IP,
+            "clusterIP": addrs.dns_service_ip,
             "ports": [
                 {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
                 {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
@@ -603,8 +687,8 @@ def objects() -> list[tuple[str, Json]]:
                     **managed,
                 },
             },
-            "addressType": "IPv4",
-            "endpoints": [{"addresses": [NODE_IP], "conditions": {"ready": True}, "nodeName": NODE_NAME}],
+            "addressType": "IPv6" if ":" in addrs.node_ip else "IPv4",
+            "endpoints": [{"addresses": [addrs.node_ip], "conditions": {"ready": True}, "nodeName": NODE_NAME}],
             "ports": ports,
         }
         return f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices/{name}", body
@@ -633,6 +717,24 @@ def pending(get: Callable[[str], Json | None]) -> list[str]:
     if any(t.get("key") == "node.kubernetes.io/not-ready" for t in taints):
         return [f"node/{NODE_NAME} (not-ready taint)"]
     return []
+
+
+def assign_pod_cidrs(api: Api, *, ip_family: str) -> list[str]:
+    """Set the real node's ``spec.podCIDRs`` to its bridge's ranges (primary first) unless it has some; return them.
+
+    The dev cluster assigns node pod ranges itself (the controller-manager
+    runs without ``--allocate-node-cidrs``: the kwok nodes' loopback ranges
+    lie outside any cluster CIDR), so the Node tells what the CNI hands out.
+    The field can only be set once; a node that already has ranges keeps them.
+    """
+    cidrs = [str(c) for c in addresses(ip_family).pod_cidrs]
+    found = api.get(f"/api/v1/nodes/{NODE_NAME}") or {}
+    current: list[str] = list(found.get("spec", {}).get("podCIDRs") or [])
+    if current:
+        return current
+    patch = {"spec": {"podCIDR": cidrs[0], "podCIDRs": cidrs}}
+    api.request("PATCH", f"/api/v1/nodes/{NODE_NAME}", patch, content_type="application/merge-patch+json")
+    return cidrs
 
 
 def set_kubelet_verbosity(api: Api, level: int = KUBELET_VERBOSITY) -> str:
@@ -705,8 +807,10 @@ def claim(state_dir: Path, *, alive: Callable[[Path], bool], release: Callable[[
         OWNER_FILE.write_text(f"{state_dir}\n")
 
 
-def prepare_host(state_dir: Path, *, say: Say) -> None:
-    """Record the host's sysctls (once), then create the bridge, its routes and the guard chain (idempotent)."""
+def prepare_host(state_dir: Path, *, ip_family: str, say: Say) -> None:
+    """Record the host's sysctls (once), then create the bridge with its addresses of ``ip_family``, the
+    routes of the Service ranges onto it and the guard chain (iptables, ip6tables) (idempotent)."""
+    addrs = addresses(ip_family)
     host_file = _host_file(state_dir)
     if not host_file.exists():
         record = {
@@ -717,15 +821,20 @@ def prepare_host(state_dir: Path, *, say: Say) -> None:
         host_file.parent.mkdir(parents=True, exist_ok=True)
         host_file.write_text(json.dumps(record, indent=2))
     links = _run(["ip", "-j", "link", "show"]).stdout
+    cidrs = ", ".join(f"{ip}/{c.prefixlen}" for ip, c in zip(addrs.node_ips, addrs.pod_cidrs, strict=True))
     if not any(link.get("ifname") == BRIDGE for link in json.loads(links or "[]")):
         _run(["ip", "link", "add", BRIDGE, "type", "bridge"])
-        say(f"created bridge {BRIDGE} ({NODE_IP}/{POD_CIDR.prefixlen})")
-    _run(["ip", "addr", "replace", f"{NODE_IP}/{POD_CIDR.prefixlen}", "dev", BRIDGE])
+        say(f"created bridge {BRIDGE} ({cidrs})")
+    for ip, cidr in zip(addrs.node_ips, addrs.pod_cidrs, strict=True):
+        # nodad: an IPv6 address stays "tentative" during duplicate address
+        # detection, and CoreDNS, the relay and the kubelet could not bind it.
+        _run(["ip", "addr", "replace", f"{ip}/{cidr.prefixlen}", "dev", BRIDGE, *(["nodad"] if ":" in ip else [])])
     _run(["ip", "link", "set", BRIDGE, "up"])
     # Service IPs belong on the bridge too: traffic to a ClusterIP without a
     # Service must not follow the default route off the machine.
-    _run(["ip", "route", "replace", SERVICE_CIDR, "dev", BRIDGE, "src", NODE_IP])
-    for exe in ("iptables",):
+    for service, ip in zip(addrs.service_cidrs, addrs.node_ips, strict=True):
+        _run(["ip", "route", "replace", service, "dev", BRIDGE, "src", ip])
+    for exe in ("iptables", "ip6tables"):
         _run([exe, "-w", "-N", _GUARD_CHAIN], check=False)
         _run([exe, "-w", "-F", _GUARD_CHAIN])
         for rule in (
@@ -916,7 +1025,8 @@ def teardown(state_dir: Path, *, stop: Callable[[str], bool], say: Say) -> list[
     while left and time.monotonic() < deadline:  # killed processes take a moment to leave their cgroups
         time.sleep(0.2)
         left = _remove_cgroups()
-    _run(["ip", "route", "del", SERVICE_CIDR, "dev", BRIDGE], check=False)
+    for service in (SERVICE_CIDR, SERVICE_CIDR6):
+        _run(["ip", "route", "del", service, "dev", BRIDGE], check=False)
     _run(["ip", "link", "del", BRIDGE], check=False)
     logs = home / "pod-logs"
     containers_dir = Path("/var/log/containers")
