@@ -88,15 +88,18 @@ def test_real_node_is_ready_labelled_tainted_and_runs_the_control_planes_release
 
 def test_node_processes_listen_on_loopback_and_the_bridge_address_only(real_node: Cluster) -> None:
     statuses = {s.name: s for s in real_node.status()}
+    addrs = node.addresses(real_node.ip_family)
     everything = set()
     for name in node.PROCESSES:
         assert statuses[name].healthy, (name, statuses[name].detail)
         listening = _listening(statuses[name].pid or 0)
         everything |= listening
-        allowed = ("127.0.0.1:", "::1:", f"{node.NODE_IP}:")
+        allowed = ("127.0.0.1:", "::1:", *(f"{ip}:" for ip in addrs.node_ips))
         assert all(a.startswith(allowed) for a in listening), (name, listening)
-    # The kubelet's API, CoreDNS (TCP side) and the API relay, on the bridge address.
-    assert {f"{node.NODE_IP}:10250", f"{node.NODE_IP}:53", f"{node.NODE_IP}:443"} <= everything
+    # The kubelet's API, CoreDNS (TCP side) and the API relay, on the bridge's primary address;
+    # CoreDNS on each of its addresses.
+    primary = addrs.node_ip
+    assert {f"{primary}:10250", f"{primary}:443", *(f"{ip}:53" for ip in addrs.node_ips)} <= everything
 
 
 # --------------------------------------------------------------------------
@@ -119,6 +122,32 @@ def test_a_pod_runs_on_the_real_node_with_an_address_on_the_bridge(
     routes = exec_in(k8s.api, namespace, "ip", ["ip", "route"])
     assert "default" not in routes, routes
     assert f"{node.SERVICE_CIDR} via {node.NODE_IP}" in routes, routes
+
+
+def test_dual_stack_pods_have_an_ipv6_address_on_the_bridge_and_reach_each_other_over_it(
+    k8s: Any, namespace: str, busybox_image: str, real_node: Cluster
+) -> None:
+    assert real_node.ip_family == "dual", (
+        f"the workloads cluster is {real_node.ip_family}, not dual-stack (the default)"
+    )
+    for name in ("v6-a", "v6-b"):
+        _create(k8s, namespace, node_pod(name, image=busybox_image, script="exec sleep 3600"))
+    pods = [wait_running(k8s.core, namespace, name) for name in ("v6-a", "v6-b")]
+    ips = [[entry["ip"] for entry in p["status"]["podIPs"]] for p in pods]
+    for pod, (v4, v6) in zip(pods, ips, strict=True):
+        # IPv4 first (the primary podIP), then one IPv6 unique local address from the bridge's /64.
+        assert pod["status"]["podIP"] == v4 and ipaddress.ip_address(v4) in node.POD_CIDR
+        assert ipaddress.ip_address(v6) in node.POD_CIDR6 and v6 != node.NODE_IP6
+    shown = exec_in(k8s.api, namespace, "v6-a", ["ip", "-6", "addr", "show", "eth0"])
+    assert f"inet6 {ips[0][1]}/{node.POD_CIDR6.prefixlen}" in shown, shown
+    # No IPv6 route out of the machine either: the bridge's /64 and the IPv6 Service range only.
+    routes = exec_in(k8s.api, namespace, "v6-a", ["ip", "-6", "route"])
+    assert "default" not in routes, routes
+    assert f"{node.SERVICE_CIDR6} via {node.NODE_IP6}" in routes, routes
+    # Pod to pod and pod to node over IPv6, across the bridge.
+    for target in (ips[1][1], node.NODE_IP6):
+        out = exec_in(k8s.api, namespace, "v6-a", ["ping", "-6", "-c", "1", "-W", "5", target])
+        assert "1 packets received" in out, out
 
 
 def test_a_configmap_volume_is_mounted_by_the_kubelet(k8s: Any, namespace: str, busybox_image: str) -> None:
