@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ringdevcluster import addons, build, controlplane, images, node
+from ringdevcluster import addons, build, controlplane, images, netstatus, node
 from ringdevcluster.pki import Pki
 
 pytestmark = pytest.mark.tools
@@ -249,3 +249,73 @@ def test_claim_survives_a_release_that_removes_the_run_directory(
 
     node.claim(second, alive=lambda d: False, release=release, say=lambda _m: None)
     assert node.owner() == second
+
+
+def test_second_network_is_a_second_conflist_containerd_attaches_with_the_status_plugin(tmp_path: Path) -> None:
+    pki = Pki(tmp_path / "pki")
+    pki.init_ca()
+    ports = {key: 30000 + i for i, key in enumerate(addons.ADDONS["node"].ports)}
+    binaries = {b: Path(f"/cache/{b}") for b in ("kubelet", "kube-proxy", "relay", "coredns", "pause")}
+    node.configure(
+        state_dir=tmp_path, server="https://127.0.0.1:6443", pki=pki, ports=ports, binaries=binaries,
+        ip_family="dual", second_network=True,
+    )  # fmt: skip
+    home = tmp_path / "node"
+    first, second = sorted((home / "cni" / "net.d").glob("*.conflist"))
+    assert json.loads(first.read_text())["plugins"][0]["bridge"] == node.BRIDGE
+    bridge, status = json.loads(second.read_text())["plugins"]
+    assert bridge["bridge"] == node.BRIDGE2 and bridge["ipMasq"] is False and bridge["isDefaultGateway"] is False
+    assert [r[0]["subnet"] for r in bridge["ipam"]["ranges"]] == [str(node.POD_CIDR2), str(node.POD_CIDR2_6)]
+    assert "routes" not in bridge["ipam"]  # its subnet only: no Service range, no default route
+    assert status["type"] == netstatus.PLUGIN_TYPE and status["network"] == node.SECOND_NETWORK
+    assert Path(status["cert"]).is_file() and Path(status["key"]).is_file()
+    # containerd loads both configurations (eth0, eth1) from a bin directory that also holds the status plugin.
+    toml = (home / "containerd" / "config.toml").read_text()
+    assert "max_conf_num = 2" in toml and f'bin_dir = "{home / "cni" / "bin"}"' in toml
+    wrapper = home / "cni" / "bin" / netstatus.PLUGIN_TYPE
+    assert wrapper.stat().st_mode & 0o111 and netstatus.__file__ in wrapper.read_text()
+    # Without the option: one configuration, Debian's plugins.
+    plain = tmp_path / "plain"
+    _configure(plain, "dual")
+    assert len(list((plain / "node" / "cni" / "net.d").glob("*.conflist"))) == 1
+    assert "max_conf_num = 1" in (plain / "node" / "containerd" / "config.toml").read_text()
+
+
+def test_network_status_plugin_writes_the_multus_format_from_the_bridge_result() -> None:
+    config = {
+        "cniVersion": "1.0.0", "network": node.SECOND_NETWORK, "defaultNetwork": "ring-devcluster",
+        "prevResult": {
+            "interfaces": [{"name": node.BRIDGE2, "mac": "aa:00:00:00:00:01"}, {"name": "veth1", "mac": "aa:00:00:00:00:02"},
+                           {"name": "eth1", "mac": "aa:00:00:00:00:03", "sandbox": "/run/netns/cni-1"}],
+            "ips": [{"interface": 2, "address": "10.245.0.7/24", "gateway": "10.245.0.1"},
+                    {"interface": 2, "address": "fd72:696e:6700:245::7/64"}],
+        },
+    }  # fmt: skip
+    entries = netstatus.network_status(
+        config=config, ifname="eth1", default_ips=["10.244.0.7"], default_mac="aa:00:00:00:00:09"
+    )
+    # What ring-controller reads (model.network.parse_network_status): the attachment by name, its interface and IPs.
+    from model.network import parse_network_status
+
+    default, fast = parse_network_status(json.dumps(entries))
+    assert (default.name, default.interface, default.ips, default.default) == (
+        "ring-devcluster", "eth0", ("10.244.0.7",), True,
+    )  # fmt: skip
+    assert (fast.name, fast.interface, fast.ips, fast.default) == (
+        node.SECOND_NETWORK, "eth1", ("10.245.0.7", "fd72:696e:6700:245::7"), False,
+    )  # fmt: skip
+    assert entries[1]["mac"] == "aa:00:00:00:00:03"
+    # No address on the interface: ADD fails (the kubelet retries), nothing is written.
+    code, out = netstatus.main(
+        json.dumps({**config, "prevResult": {"interfaces": [], "ips": []}}),
+        {
+            "CNI_COMMAND": "ADD",
+            "CNI_IFNAME": "eth1",
+            "CNI_NETNS": "/nonexistent",
+            "CNI_ARGS": "K8S_POD_NAMESPACE=a;K8S_POD_NAME=b",
+        },
+    )
+    assert code == 1 and "no address on eth1" in json.loads(out)["msg"], out
+    assert netstatus.main("", {"CNI_COMMAND": "DEL"}) == (0, "")
+    code, out = netstatus.main("", {"CNI_COMMAND": "VERSION"})
+    assert code == 0 and "1.0.0" in json.loads(out)["supportedVersions"]

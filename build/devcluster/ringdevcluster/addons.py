@@ -311,6 +311,7 @@ def configure(
     ports: Mapping[str, int],
     binaries: Mapping[str, Path],
     ip_family: str,
+    second_network: bool = False,
 ) -> Setup:
     """Write addon ``name``'s kubeconfigs, certificates and configuration under
     ``state_dir``; return the argv and environment of its processes (and the
@@ -319,12 +320,18 @@ def configure(
     Call once per cluster (again only after the state directory was wiped):
     it issues new certificates. ``binaries`` maps binary names to their cached
     paths (:func:`build.ensure_binaries`); ``ip_family`` is the cluster's
-    (``controlplane.IP_FAMILIES``).
+    (``controlplane.IP_FAMILIES``); ``second_network`` gives the real node its second pod network.
     """
     addon = ADDONS[name]
     if name == "node":
         return node.configure(
-            state_dir=state_dir, server=server, pki=pki, ports=ports, binaries=binaries, ip_family=ip_family
+            state_dir=state_dir,
+            server=server,
+            pki=pki,
+            ports=ports,
+            binaries=binaries,
+            ip_family=ip_family,
+            second_network=second_network,
         )
     home = state_dir / "addons" / name
     home.mkdir(parents=True, exist_ok=True)

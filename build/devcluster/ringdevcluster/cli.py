@@ -112,6 +112,14 @@ def _parser() -> argparse.ArgumentParser:
         "ipv4 or ipv6 (Service ranges, the real node's bridge and its pods); default: $RING_DEVCLUSTER_IP_FAMILY, "
         "else the running cluster's, else dual",
     )
+    up.add_argument(
+        "--second-network",
+        action="store_true",
+        default=None,
+        help=f"with node: every pod on the real node also gets {node.SECOND_INTERFACE} on bridge {node.BRIDGE2} "
+        f"({node.POD_CIDR2}), announced in its network-status annotation as {node.SECOND_NETWORK} "
+        "(default: $RING_DEVCLUSTER_SECOND_NETWORK=1; a new cluster only)",
+    )
     sub.add_parser("status", parents=[common], help="show components, pids and health; exit 3 if unhealthy")
     down = sub.add_parser("down", parents=[common], help="stop the processes `up` started")
     down.add_argument("--purge", action="store_true", help="also delete the state directory's data, PKI and logs")
@@ -177,6 +185,7 @@ def _up(args: argparse.Namespace) -> int:
         addons=args.addons,
         kube=args.kube,
         ip_family=args.ip_family,
+        second_network=args.second_network,
     )
     if not args.quiet:
         _say(
@@ -200,6 +209,8 @@ def _status(args: argparse.Namespace) -> int:
         return 3
     statuses = c.status()
     print(f"state dir: {c.state_dir}\napiserver: {c.server}\nkubeconfig: {c.kubeconfig}\nIP family: {c.ip_family}")
+    if c.second_network:
+        print(f"second pod network: {node.SECOND_NETWORK} on {node.BRIDGE2} ({node.SECOND_INTERFACE} in each pod)")
     width = max(len("COMPONENT"), *(len(s.name) for s in statuses))
     print(f"{'COMPONENT':<{width}} {'PID':>8} {'RSS':>8}  {'HEALTH':<8} DETAIL")
     for s in statuses:

@@ -137,6 +137,8 @@ class Cluster:
         self.addons: tuple[str, ...] = tuple(state.get("addons", ()))
         #: The cluster's IP families (``controlplane.IP_FAMILIES``); state from before they were recorded is IPv4.
         self.ip_family: str = str(state.get("ip_family", "ipv4"))
+        #: Whether the real node gives its pods a second network (``up --second-network``).
+        self.second_network: bool = bool(state.get("second_network", False))
         self.components: tuple[str, ...] = COMPONENTS + tuple(addon_specs.process_names(self.addons))
 
     def _addon_binaries(self) -> dict[str, Path]:
@@ -170,6 +172,7 @@ class Cluster:
                 ports=state["ports"],
                 binaries=binaries,
                 ip_family=self.ip_family,
+                second_network=self.second_network,
             )
             restart = _add_setup(state, setup) or restart
             state.setdefault("addons", []).append(name)
@@ -272,7 +275,7 @@ class Cluster:
             release=lambda other: _release_node(other, say=say),
             say=say,
         )
-        node.prepare_host(self.state_dir, ip_family=self.ip_family, say=say)
+        node.prepare_host(self.state_dir, ip_family=self.ip_family, second_network=self.second_network, say=say)
         self.start_component("containerd")
         if node.import_pause(self.state_dir):
             say(f"imported the sandbox image {images.PAUSE_IMAGE}")
@@ -501,6 +504,7 @@ def _fresh(
     versions: dict[str, str],
     addons: Sequence[str],
     ip_family: str,
+    second_network: bool = False,
     say: Say,
 ) -> Cluster:
     """Create PKI, configs and state for a new cluster of ``ip_family`` in an empty ``state_dir``."""
@@ -525,6 +529,7 @@ def _fresh(
         "versions": versions,
         "addons": list(addons),
         "ip_family": ip_family,
+        "second_network": second_network,
         "argv": dict(setup.argv),
         "env": dict(setup.env),
         "created": time.time(),
@@ -533,7 +538,14 @@ def _fresh(
         _add_setup(
             recorded,
             addon_specs.configure(
-                name, state_dir=state_dir, server=server, pki=pki, ports=ports, binaries=binaries, ip_family=ip_family
+                name,
+                state_dir=state_dir,
+                server=server,
+                pki=pki,
+                ports=ports,
+                binaries=binaries,
+                ip_family=ip_family,
+                second_network=second_network,
             ),
         )
     write_state(state_dir, recorded)
@@ -577,6 +589,7 @@ def ensure_up(
     addons: Sequence[str] = (),
     kube: str | None = None,
     ip_family: str | None = None,
+    second_network: bool | None = None,
 ) -> Cluster:
     """Bring the control plane in ``state_dir`` up (building binaries if needed).
 
@@ -587,7 +600,9 @@ def ensure_up(
     cluster of another release is not replaced: :class:`ClusterError` says
     to stop it first. ``ip_family`` (``controlplane.IP_FAMILIES``; default
     ``$RING_DEVCLUSTER_IP_FAMILY``) likewise: None keeps the recorded
-    cluster's, and a fresh cluster is ``dual`` (IPv4 first).
+    cluster's, and a fresh cluster is ``dual`` (IPv4 first). ``second_network``
+    (default ``$RING_DEVCLUSTER_SECOND_NETWORK=1``) gives the real node's pods
+    a second network (:mod:`node`), for a new cluster only, like ``ip_family``.
 
     Reuses a healthy cluster, repairs one whose etcd and API server survive,
     otherwise starts a fresh one (see the module docstring). ``addons`` names
@@ -609,6 +624,9 @@ def ensure_up(
     family = ip_family or os.environ.get("RING_DEVCLUSTER_IP_FAMILY") or None
     if family is not None:
         controlplane.check_ip_family(family)
+    second = second_network
+    if second is None and os.environ.get("RING_DEVCLUSTER_SECOND_NETWORK"):
+        second = os.environ["RING_DEVCLUSTER_SECOND_NETWORK"] == "1"
     with locked(directory):
         cluster = load(directory)
         if cluster is not None:
@@ -624,8 +642,15 @@ def ensure_up(
                     f"the cluster in {directory} is {cluster.ip_family}, not {family}: stop it first "
                     f"(ring-devcluster down --state-dir {directory}) or give another --state-dir"
                 )
+            if second is not None and cluster.second_network != second:
+                raise ClusterError(
+                    f"the cluster in {directory} runs {'with' if cluster.second_network else 'without'} the second "
+                    f"pod network: stop it first (ring-devcluster down --state-dir {directory}) or give another "
+                    "--state-dir"
+                )
             # A restart keeps a recorded family; one from before families were recorded gets the default.
             family = family or cluster._state.get("ip_family")
+            second = cluster.second_network
             missing = [a for a in requested if a not in cluster.addons]
             statuses = {s.name: s for s in settled_status(cluster.status, grace=_PROBE_GRACE, say=emit)}
             if all(s.healthy for s in statuses.values()):
@@ -665,7 +690,7 @@ def ensure_up(
         started = time.monotonic()
         cluster = _fresh(
             directory, binaries={k: Path(v) for k, v in binaries.items()}, versions=versions, addons=requested,
-            ip_family=family or controlplane.DEFAULT_IP_FAMILY, say=emit,
+            ip_family=family or controlplane.DEFAULT_IP_FAMILY, second_network=bool(second), say=emit,
         )  # fmt: skip
         cluster.start_component("etcd")
         cluster.start_component("kube-apiserver")

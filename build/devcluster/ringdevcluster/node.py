@@ -22,6 +22,14 @@ work through kube-proxy and names resolve through CoreDNS. What runs:
   through kube-proxy, the Service ranges, which the host routes onto the
   bridge too. A ``FORWARD`` guard chain (iptables and ip6tables) drops
   anything that would leave the bridge for another interface.
+* **A second pod network** (opt-in, ``up --second-network``): every pod also
+  gets ``eth1`` on bridge :data:`BRIDGE2` (:data:`POD_CIDR2`, and
+  :data:`POD_CIDR2_6` with IPv6), a second CNI configuration that containerd
+  attaches after the first; its chain ends in :mod:`ringdevcluster.netstatus`,
+  which writes the pod's ``k8s.v1.cni.cncf.io/network-status`` annotation
+  naming the network :data:`SECOND_NETWORK`, as Multus does for a secondary
+  network. Only the pods' own traffic to each other uses it (no Services, no
+  routes beyond its subnet); the guard chain keeps it on its bridge too.
 * **kubelet and kube-proxy** built from the control plane's own
   k8s.io/kubernetes release (the ``node`` wrapper module), with kubeadm's
   defaults except where this machine forces otherwise (docs/devcluster.md, "Real node").
@@ -63,6 +71,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -72,7 +81,7 @@ from typing import Any
 
 import yaml
 
-from ringdevcluster import images
+from ringdevcluster import images, netstatus
 from ringdevcluster.api import Api, ApiError
 from ringdevcluster.controlplane import SERVICE_CIDR, SERVICE_CIDR6, Setup, families, service_cidrs
 from ringdevcluster.pki import Pki, write_kubeconfig
@@ -80,6 +89,7 @@ from ringdevcluster.pki import Pki, write_kubeconfig
 __all__ = [
     "Addresses",
     "BRIDGE",
+    "BRIDGE2",
     "CLUSTER_DOMAIN",
     "CONTAINERD_SOCKET",
     "DNS_SERVICE_IP",
@@ -94,6 +104,10 @@ __all__ = [
     "OWNER_FILE",
     "POD_CIDR",
     "POD_CIDR6",
+    "POD_CIDR2",
+    "POD_CIDR2_6",
+    "SECOND_INTERFACE",
+    "SECOND_NETWORK",
     "PROCESSES",
     "addresses",
     "assign_pod_cidrs",
@@ -138,6 +152,15 @@ POD_CIDR6 = ipaddress.ip_network("fd72:696e:6700:244::/64")
 NODE_IP6 = str(POD_CIDR6.network_address + 1)
 #: The ``kube-dns`` Service's ClusterIP (the tenth address of the Service range): the kubelet's ``clusterDNS``.
 DNS_SERVICE_IP = str(ipaddress.ip_network(SERVICE_CIDR)[10])
+#: The second pod network (``up --second-network``): its bridge, ranges (the
+#: node's address on it is the first of each) and the name its network-status
+#: entry carries (a Multus attachment's ``<namespace>/<name>``), and the pods'
+#: interface on it.
+BRIDGE2 = "ringbr1"
+POD_CIDR2 = ipaddress.ip_network("10.245.0.0/24")
+POD_CIDR2_6 = ipaddress.ip_network("fd72:696e:6700:245::/64")
+SECOND_NETWORK = "default/ring-fast"
+SECOND_INTERFACE = "eth1"
 #: The ``kube-dns`` Service's ClusterIP on an IPv6-only cluster.
 DNS_SERVICE_IP6 = str(ipaddress.ip_network(SERVICE_CIDR6)[10])
 CLUSTER_DOMAIN = "cluster.local"
@@ -213,6 +236,13 @@ class Addresses:
     node_ips: tuple[str, ...]
     service_cidrs: tuple[str, ...]
     dns_service_ip: str
+    #: The second pod network's ranges (used with ``--second-network`` only), one per family.
+    second_cidrs: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+
+    @property
+    def second_ips(self) -> tuple[str, ...]:
+        """The node's address in each range of the second pod network (its gateway)."""
+        return tuple(str(c.network_address + 1) for c in self.second_cidrs)
 
     @property
     def node_ip(self) -> str:
@@ -228,6 +258,7 @@ def addresses(ip_family: str) -> Addresses:
         node_ips=tuple({4: NODE_IP, 6: NODE_IP6}[v] for v in versions),
         service_cidrs=tuple(service_cidrs(ip_family)),
         dns_service_ip={4: DNS_SERVICE_IP, 6: DNS_SERVICE_IP6}[versions[0]],
+        second_cidrs=tuple({4: POD_CIDR2, 6: POD_CIDR2_6}[v] for v in versions),
     )
 
 
@@ -358,7 +389,7 @@ def _swap_on() -> bool:
 # configuration
 
 
-def _containerd_config(home: Path, *, metrics_port: int) -> str:
+def _containerd_config(home: Path, *, metrics_port: int, second_network: bool) -> str:
     root = home / "containerd"
     # CRI settings this machine needs (measured, see docs/design.md "Facts"): root here
     # lacks CAP_SYS_RESOURCE (restrict_oom_score_adj, or every sandbox fails
@@ -395,9 +426,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "{_CNI_BIN_DIR}"
+    bin_dir = "{home / "cni" / "bin" if second_network else _CNI_BIN_DIR}"
     conf_dir = "{home / "cni" / "net.d"}"
-    max_conf_num = 1
+    max_conf_num = {2 if second_network else 1}
 """
 
 
@@ -430,6 +461,57 @@ def _cni_config(home: Path, *, addrs: Addresses) -> Json:
             }
         ],
     }
+
+
+def _second_cni_config(home: Path, *, addrs: Addresses, server: str, pki: Pki) -> Json:
+    # The second network: its own bridge and range, no gateway route, no
+    # masquerade; then the plugin that writes the pod's network-status.
+    return {
+        "cniVersion": "1.0.0",
+        "name": "ring-devcluster-second",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": BRIDGE2,
+                "isGateway": True,
+                "isDefaultGateway": False,
+                "ipMasq": False,
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [
+                        [{"subnet": str(c), "gateway": ip}]
+                        for c, ip in zip(addrs.second_cidrs, addrs.second_ips, strict=True)
+                    ],
+                    "dataDir": str(home / "cni" / "ipam"),
+                },
+            },
+            {
+                "type": netstatus.PLUGIN_TYPE,
+                "network": SECOND_NETWORK,
+                "defaultNetwork": "ring-devcluster",
+                "defaultInterface": "eth0",
+                "server": server,
+                "ca": str(pki.ca_cert),
+                "cert": str(pki.cert("cni-network-status")),
+                "key": str(pki.key("cni-network-status")),
+            },
+        ],
+    }
+
+
+def _cni_bin_dir(home: Path) -> Path:
+    """A CNI bin directory for the second network: Debian's plugins, linked, and the network-status plugin."""
+    bin_dir = home / "cni" / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for plugin in Path(_CNI_BIN_DIR).iterdir() if Path(_CNI_BIN_DIR).is_dir() else ():
+        link = bin_dir / plugin.name
+        if not link.is_symlink():
+            link.symlink_to(plugin)
+    wrapper = bin_dir / netstatus.PLUGIN_TYPE
+    wrapper.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(netstatus.__file__)}\n")
+    wrapper.chmod(0o755)
+    return bin_dir
 
 
 def _kubelet_config(home: Path, *, pki: Pki, health_port: int, addrs: Addresses) -> Json:
@@ -544,6 +626,7 @@ def configure(
     ports: Mapping[str, int],
     binaries: Mapping[str, Path],
     ip_family: str,
+    second_network: bool = False,
 ) -> Setup:
     """Write the node's certificates, kubeconfigs and configuration files under
     ``state_dir/node``; return its processes' argv and environment and the flags
@@ -553,6 +636,7 @@ def configure(
     names to their cached paths (``kubelet``, ``kube-proxy``, ``relay``,
     ``coredns``); containerd is Debian's. ``ip_family`` is the cluster's
     (``controlplane.IP_FAMILIES``): the node's addresses are :func:`addresses`'.
+    ``second_network`` adds the second pod network (see the module doc).
     """
     addrs = addresses(ip_family)
     home = state_dir / "node"
@@ -575,7 +659,15 @@ def configure(
     pki.issue("apiserver-kubelet-client", cn="kube-apiserver-kubelet-client", groups=["system:masters"])
 
     containerd_conf = home / "containerd" / "config.toml"
-    containerd_conf.write_text(_containerd_config(home, metrics_port=ports["containerd-metrics"]))
+    containerd_conf.write_text(
+        _containerd_config(home, metrics_port=ports["containerd-metrics"], second_network=second_network)
+    )
+    if second_network:
+        pki.issue("cni-network-status", cn="ring-devcluster-network-status", groups=["system:masters"])
+        _cni_bin_dir(home)
+        (home / "cni" / "net.d" / "20-ring-devcluster-second.conflist").write_text(
+            json.dumps(_second_cni_config(home, addrs=addrs, server=server, pki=pki), indent=2)
+        )
     (home / "cni" / "net.d" / "10-ring-devcluster.conflist").write_text(
         json.dumps(_cni_config(home, addrs=addrs), indent=2)
     )
@@ -807,9 +899,10 @@ def claim(state_dir: Path, *, alive: Callable[[Path], bool], release: Callable[[
         OWNER_FILE.write_text(f"{state_dir}\n")
 
 
-def prepare_host(state_dir: Path, *, ip_family: str, say: Say) -> None:
+def prepare_host(state_dir: Path, *, ip_family: str, second_network: bool = False, say: Say) -> None:
     """Record the host's sysctls (once), then create the bridge with its addresses of ``ip_family``, the
-    routes of the Service ranges onto it and the guard chain (iptables, ip6tables) (idempotent)."""
+    routes of the Service ranges onto it and the guard chain (iptables, ip6tables) (idempotent); with
+    ``second_network`` the second bridge too."""
     addrs = addresses(ip_family)
     host_file = _host_file(state_dir)
     if not host_file.exists():
@@ -834,15 +927,23 @@ def prepare_host(state_dir: Path, *, ip_family: str, say: Say) -> None:
     # Service must not follow the default route off the machine.
     for service, ip in zip(addrs.service_cidrs, addrs.node_ips, strict=True):
         _run(["ip", "route", "replace", service, "dev", BRIDGE, "src", ip])
+    if second_network:
+        if not any(link.get("ifname") == BRIDGE2 for link in json.loads(links or "[]")):
+            _run(["ip", "link", "add", BRIDGE2, "type", "bridge"])
+            say(f"created bridge {BRIDGE2} ({', '.join(map(str, addrs.second_cidrs))}) for the second pod network")
+        for ip, cidr in zip(addrs.second_ips, addrs.second_cidrs, strict=True):
+            _run(["ip", "addr", "replace", f"{ip}/{cidr.prefixlen}", "dev", BRIDGE2, *(["nodad"] if ":" in ip else [])])
+        _run(["ip", "link", "set", BRIDGE2, "up"])
     for exe in ("iptables", "ip6tables"):
         _run([exe, "-w", "-N", _GUARD_CHAIN], check=False)
         _run([exe, "-w", "-F", _GUARD_CHAIN])
-        for rule in (
-            ["-i", BRIDGE, "-o", BRIDGE, "-j", "RETURN"],
-            ["-i", BRIDGE, "-j", "DROP"],
-            ["-o", BRIDGE, "-j", "DROP"],
-        ):
-            _run([exe, "-w", "-A", _GUARD_CHAIN, *rule])
+        for bridge in (BRIDGE, BRIDGE2):
+            for rule in (
+                ["-i", bridge, "-o", bridge, "-j", "RETURN"],
+                ["-i", bridge, "-j", "DROP"],
+                ["-o", bridge, "-j", "DROP"],
+            ):
+                _run([exe, "-w", "-A", _GUARD_CHAIN, *rule])
         if _run([exe, "-w", "-C", "FORWARD", "-j", _GUARD_CHAIN], check=False).returncode != 0:
             _run([exe, "-w", "-I", "FORWARD", "1", "-j", _GUARD_CHAIN])
 
@@ -1028,6 +1129,7 @@ def teardown(state_dir: Path, *, stop: Callable[[str], bool], say: Say) -> list[
     for service in (SERVICE_CIDR, SERVICE_CIDR6):
         _run(["ip", "route", "del", service, "dev", BRIDGE], check=False)
     _run(["ip", "link", "del", BRIDGE], check=False)
+    _run(["ip", "link", "del", BRIDGE2], check=False)
     logs = home / "pod-logs"
     containers_dir = Path("/var/log/containers")
     if containers_dir.is_dir():
