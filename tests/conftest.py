@@ -40,17 +40,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-#: Opt-in markers and the variable that selects each (``build/test.sh --with NAME`` sets it).
-OPT_IN = {"torch": "RING_TEST_TORCH", "kueue": "RING_TEST_KUEUE"}
+#: Opt-in markers and the variable that selects each (``build/test.sh --with NAME`` sets it for
+#: torch and kueue; ``second_network`` needs a workloads cluster whose real node has the second
+#: pod network, which every pod there then joins).
+OPT_IN = {"torch": "RING_TEST_TORCH", "kueue": "RING_TEST_KUEUE", "second_network": "RING_TEST_SECOND_NETWORK"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect the opt-in tests unless their variable is ``1``: ``torch`` (``RING_TEST_TORCH=1``,
-    ``build/test.sh --with torch``) and ``kueue`` (``RING_TEST_KUEUE=1``, ``build/test.sh --with kueue``).
+    ``build/test.sh --with torch``), ``kueue`` (``RING_TEST_KUEUE=1``, ``build/test.sh --with kueue``)
+    and ``second_network`` (``RING_TEST_SECOND_NETWORK=1``).
 
     Deselected, not skipped: they are opt-in (PyTorch's 2.8 GB of CUDA wheels,
-    Kueue's cold build and cluster do not fit CI's cold budget), and a skip
-    fails ``build/test.sh``.
+    Kueue's cold build and cluster do not fit CI's cold budget; the second
+    network changes every pod of the real node), and a skip fails ``build/test.sh``.
     """
     off = [marker for marker, variable in OPT_IN.items() if os.environ.get(variable) != "1"]
     dropped = [item for item in items if any(item.get_closest_marker(m) is not None for m in off)]

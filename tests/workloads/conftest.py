@@ -16,6 +16,7 @@ fixtures follow them.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +40,8 @@ def workloads(pytestconfig: pytest.Config) -> Cluster:
             return ensure_up(
                 state_dir=workloads_state_dir(),
                 addons=CLUSTER_ADDONS,
+                # The opt-in second-network test needs a cluster made with it (ensure_up says so otherwise).
+                second_network=True if os.environ.get("RING_TEST_SECOND_NETWORK") == "1" else None,
                 say=lambda msg: print(f"ring-devcluster: {msg}", file=sys.stderr, flush=True),
             )
     except Exception as err:  # noqa: BLE001 - every failure must fail loudly, with its message
