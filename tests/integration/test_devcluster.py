@@ -482,3 +482,32 @@ def test_the_running_release_is_the_one_served_and_another_is_not_swapped_in(dev
     with pytest.raises(ClusterError, match=rf"runs Kubernetes {running}, not {other}: stop it first"):
         ensure_up(state_dir=devcluster.state_dir, kube=other)
     assert devcluster.healthy()  # untouched
+
+
+def test_the_cluster_is_dual_stack_ipv4_first_and_keeps_its_family(
+    devcluster: Cluster, k8s: K8s, namespace: str
+) -> None:
+    from ringdevcluster import ClusterError, controlplane, ensure_up
+
+    assert devcluster.ip_family == controlplane.DEFAULT_IP_FAMILY == "dual"
+    ports = [client.V1ServicePort(port=2222)]
+    # Without ipFamilyPolicy a Service stays IPv4 (the first family), as on a single-stack IPv4 cluster.
+    plain = k8s.core.create_namespaced_service(
+        namespace, client.V1Service(metadata=client.V1ObjectMeta(name="plain"), spec=client.V1ServiceSpec(ports=ports))
+    )
+    assert plain.spec.ip_families == ["IPv4"]
+    assert ipaddress.ip_address(plain.spec.cluster_ip) in ipaddress.ip_network(controlplane.SERVICE_CIDR)
+    # Asked for, a Service gets one ClusterIP of each family, the IPv6 one from the IPv6 range.
+    both = k8s.core.create_namespaced_service(
+        namespace,
+        client.V1Service(
+            metadata=client.V1ObjectMeta(name="both"),
+            spec=client.V1ServiceSpec(ports=ports, ip_family_policy="RequireDualStack"),
+        ),
+    )
+    v4, v6 = both.spec.cluster_ips
+    assert ipaddress.ip_address(v4) in ipaddress.ip_network(controlplane.SERVICE_CIDR)
+    assert ipaddress.ip_address(v6) in ipaddress.ip_network(controlplane.SERVICE_CIDR6)
+    with pytest.raises(ClusterError, match="is dual, not ipv6: stop it first"):
+        ensure_up(state_dir=devcluster.state_dir, ip_family="ipv6")
+    assert devcluster.healthy()  # untouched

@@ -110,7 +110,7 @@ def _exported(text: str) -> dict[str, Any]:
 
 
 def _pod_ips(pod: Any) -> list[str]:
-    return [entry.ip for entry in pod.status.pod_i_ps or []]
+    return [entry.ip for entry in pod.status.pod_ips or []]
 
 
 def _host_port(ip: str, port: int) -> str:
