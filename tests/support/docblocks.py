@@ -37,6 +37,9 @@ Renderers:
   (``topology-effect.json``).
 - ``scale-*`` (docs/performance.md): the fleet-scale figures of
   ``figures/scale/`` (:mod:`tests.support.scaleblocks`).
+- ``second-network`` (docs/performance.md): bytes each TensorFlow worker sent
+  on its two interfaces while training over the second pod network
+  (``second-network.json``).
 """
 
 from __future__ import annotations
@@ -437,6 +440,21 @@ def topology_effect() -> str:
     return "\n".join(lines)
 
 
+def second_network() -> str:
+    """Bytes each worker sent per interface while training over the second network, from ``second-network.json``."""
+    doc = _load("second-network.json")
+    lines = [
+        f"{doc['workers']} TensorFlow workers, {doc['steps']} steps, `ring-controller.io/network: {doc['network']}`, "
+        f"{doc['ip_family']} cluster (`{doc['command']}`, {doc['date']}):",
+        "",
+        "| worker | bytes sent on eth0 (cluster network) | bytes sent on eth1 (second network) |",
+        "|---|---|---|",
+    ]
+    for worker, sent in sorted(doc["tx_bytes"].items()):
+        lines.append(f"| {worker} | {sent['eth0']:,} | {sent['eth1']:,} |")
+    return "\n".join(lines)
+
+
 #: Block name -> its renderer.
 BLOCKS: dict[str, Callable[[], str]] = {
     "daemon-flags": daemon_flags,
@@ -453,6 +471,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "superpod-targets": superpod_targets,
     "topology": topology,
     "topology-effect": topology_effect,
+    "second-network": second_network,
     **scaleblocks.BLOCKS,
 }
 

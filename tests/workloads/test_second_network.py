@@ -12,14 +12,17 @@ then lists its workers at their ``eth1`` addresses with ``interface:
 eth1``; ring-launch exports those addresses and the interface variables;
 the two TensorFlow workers train, and their byte counters show where the
 data went: the gradients' all-reduce crosses ``eth1``, ``eth0`` stays
-nearly idle.
+nearly idle. With ``RING_RECORD_FIGURES=1`` as well, the byte counts go to
+``tests/bench/figures/second-network.json`` (docs/performance.md renders them).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import shlex
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +32,15 @@ from model.keys import NETWORK_ANNOTATION, NETWORK_STATUS_ANNOTATION
 from ringdevcluster import Cluster, node
 from tests.support import nodejobs
 from tests.support.controllerproc import ControllerProcess
+from tests.support.docblocks import FIGURES
 from tests.support.kubehelp import wait_for, wait_spec
 from tests.workloads.test_networks_real_node import SHOW_EXPORTS, _exported
 from tests.workloads.test_tf_real_node import VOLCANO, _finished, _volcano_pods, volcano_job
 
 pytestmark = [pytest.mark.e2e, pytest.mark.second_network]
+
+STEPS = 8
+COMMAND = "RING_TEST_SECOND_NETWORK=1 RING_RECORD_FIGURES=1 python -m pytest tests/workloads/test_second_network.py"
 
 #: Prints ``COUNTERS {"eth0": {"rx": ..., "tx": ...}, "eth1": {...}}`` (bytes, from the pod's own interfaces).
 COUNT = (
@@ -69,7 +76,7 @@ def test_tf_workers_train_over_the_second_interface_the_job_names(
     job = volcano_job(
         "tffast", data=cifar, workers=2,
         command=[*nodejobs.LAUNCH, "--timeout", "300", "--", "sh", "-c", SCRIPT, "sh"],
-        args=["python", "/app/train.py", "--steps", "8", "--result", "-"],
+        args=["python", "/app/train.py", "--steps", str(STEPS), "--result", "-"],
     )  # fmt: skip
     job["metadata"].setdefault("annotations", {})[NETWORK_ANNOTATION] = node.SECOND_NETWORK
     k8s.custom.create_namespaced_custom_object(*VOLCANO, namespace, "jobs", job)
@@ -113,9 +120,21 @@ def test_tf_workers_train_over_the_second_interface_the_job_names(
         before, after = _counters(text)
         deltas[name] = {i: after[i]["tx"] - before[i]["tx"] for i in ("eth0", "eth1")}
     print(f"bytes sent during training, per worker and interface: {deltas}")
+    if os.environ.get("RING_RECORD_FIGURES") == "1":
+        record = {
+            "command": COMMAND,
+            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "ip_family": workloads.ip_family,
+            "workers": len(names),
+            "steps": STEPS,
+            "network": node.SECOND_NETWORK,
+            "tx_bytes": deltas,
+        }
+        (FIGURES / "second-network.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     results = [nodejobs.parse_log(n, k8s.core.read_namespaced_pod_log(n, namespace)).result for n in names]
     assert len({r["weights_sha256"] for r in results if r}) == 1, "workers ended with different weights"
     for name, sent in deltas.items():
-        # The all-reduce of every step's gradients crossed eth1; eth0 carried (almost) nothing.
-        assert sent["eth1"] > 1_000_000, (name, deltas)
-        assert sent["eth1"] > 20 * sent["eth0"], (name, deltas)
+        # The all-reduce of every step's gradients crossed eth1 (a few hundred kB for 8 steps);
+        # eth0 carried at most neighbour discovery.
+        assert sent["eth1"] > 100_000, (name, deltas)
+        assert sent["eth0"] < 10_000, (name, deltas)

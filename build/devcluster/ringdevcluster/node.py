@@ -930,7 +930,10 @@ def prepare_host(state_dir: Path, *, ip_family: str, second_network: bool = Fals
     if second_network:
         if not any(link.get("ifname") == BRIDGE2 for link in json.loads(links or "[]")):
             _run(["ip", "link", "add", BRIDGE2, "type", "bridge"])
-            say(f"created bridge {BRIDGE2} ({', '.join(map(str, addrs.second_cidrs))}) for the second pod network")
+            gateways = ", ".join(
+                f"{ip}/{c.prefixlen}" for ip, c in zip(addrs.second_ips, addrs.second_cidrs, strict=True)
+            )
+            say(f"created bridge {BRIDGE2} ({gateways}) for the second pod network")
         for ip, cidr in zip(addrs.second_ips, addrs.second_cidrs, strict=True):
             _run(["ip", "addr", "replace", f"{ip}/{cidr.prefixlen}", "dev", BRIDGE2, *(["nodad"] if ":" in ip else [])])
         _run(["ip", "link", "set", BRIDGE2, "up"])
@@ -1170,7 +1173,7 @@ def teardown(state_dir: Path, *, stop: Callable[[str], bool], say: Say) -> list[
             OWNER_FILE.unlink()
     say(
         f"real node removed: {containers} containers, {shims} stray shims, {strays} stray container processes, "
-        f"{mounts} mounts, {netns} network namespaces, bridge {BRIDGE}; "
+        f"{mounts} mounts, {netns} network namespaces, bridges {BRIDGE}, {BRIDGE2}; "
         f"sysctls restored: {', '.join(restored) or 'none changed'}"
         + (f"; {len(left)} cgroups still busy, e.g. {left[0]}" if left else "")
     )
