@@ -89,7 +89,7 @@ import yaml
 
 from ringdevcluster import node
 from ringdevcluster import prometheus as prom
-from ringdevcluster.controlplane import Setup
+from ringdevcluster.controlplane import DEFAULT_IP_FAMILY, Setup
 from ringdevcluster.pki import Pki, write_kubeconfig
 
 __all__ = [
@@ -310,7 +310,7 @@ def configure(
     pki: Pki,
     ports: Mapping[str, int],
     binaries: Mapping[str, Path],
-    ip_family: str,
+    ip_family: str = DEFAULT_IP_FAMILY,
     second_network: bool = False,
 ) -> Setup:
     """Write addon ``name``'s kubeconfigs, certificates and configuration under
@@ -577,7 +577,12 @@ _WEBHOOK_PATHS = {
 
 
 def objects(
-    name: str, *, ports: Mapping[str, int], binaries: Mapping[str, Path], ca_cert: Path, ip_family: str
+    name: str,
+    *,
+    ports: Mapping[str, int],
+    binaries: Mapping[str, Path],
+    ca_cert: Path,
+    ip_family: str = DEFAULT_IP_FAMILY,
 ) -> list[tuple[str, Json]]:
     """The API objects addon ``name`` needs, as ``(object URL path, manifest)`` to server-side apply,
     in a cluster of ``ip_family``.
