@@ -503,7 +503,7 @@ def _fresh(
     binaries: dict[str, Path],
     versions: dict[str, str],
     addons: Sequence[str],
-    ip_family: str,
+    ip_family: str = controlplane.DEFAULT_IP_FAMILY,
     second_network: bool = False,
     say: Say,
 ) -> Cluster:

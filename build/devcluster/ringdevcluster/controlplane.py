@@ -134,7 +134,7 @@ def argv(
     binaries: Mapping[str, Path],
     ports: Mapping[str, int],
     pki: Pki,
-    ip_family: str,
+    ip_family: str = DEFAULT_IP_FAMILY,
     kube: str | None = None,
 ) -> dict[str, list[str]]:
     """The control plane's processes' argv (:data:`COMPONENTS`), for the files :func:`configure` writes,
@@ -254,7 +254,7 @@ def configure(
     pki: Pki,
     ports: Mapping[str, int],
     binaries: Mapping[str, Path],
-    ip_family: str,
+    ip_family: str = DEFAULT_IP_FAMILY,
     kube: str | None = None,
 ) -> Setup:
     """Create the CA, the control plane's certificates, kubeconfigs and files in an empty ``state_dir``;

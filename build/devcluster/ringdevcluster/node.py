@@ -83,7 +83,7 @@ import yaml
 
 from ringdevcluster import images, netstatus
 from ringdevcluster.api import Api, ApiError
-from ringdevcluster.controlplane import SERVICE_CIDR, SERVICE_CIDR6, Setup, families, service_cidrs
+from ringdevcluster.controlplane import DEFAULT_IP_FAMILY, SERVICE_CIDR, SERVICE_CIDR6, Setup, families, service_cidrs
 from ringdevcluster.pki import Pki, write_kubeconfig
 
 __all__ = [
@@ -625,7 +625,7 @@ def configure(
     pki: Pki,
     ports: Mapping[str, int],
     binaries: Mapping[str, Path],
-    ip_family: str,
+    ip_family: str = DEFAULT_IP_FAMILY,
     second_network: bool = False,
 ) -> Setup:
     """Write the node's certificates, kubeconfigs and configuration files under
