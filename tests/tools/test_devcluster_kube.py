@@ -6,10 +6,13 @@ proxy served for k8s.io/kubernetes (trimmed).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from ringdevcluster import build, kubeversions
+from ringdevcluster import build, controlplane, kubeversions
 from ringdevcluster.kubeversions import VersionError, newest_patch, normalise, staging_replaces, wrapper_go_mod
+from ringdevcluster.pki import Pki
 
 # `go list -m -versions k8s.io/kubernetes`, a slice of it (module path first).
 LISTED = (
@@ -188,5 +191,31 @@ def test_dra_is_turned_on_before_1_34_and_left_at_its_defaults_from_then_on() ->
         assert set(flags) == {"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
         assert all(f[0].startswith("--feature-gates=DynamicResourceAllocation=true") for f in flags.values())
     # GA from 1.34: naming a gate that a later release removed would stop the process.
-    for version in (None, "v1.34.0", "v1.35.4", "v1.37.2", "v1.38.0-rc.1"):
+    for version in (None, "v1.34.0", "v1.35.4", "v1.36.2"):
         assert kubeversions.release_flags(version) == {}
+
+
+@pytest.mark.parametrize("version", ["v1.37.2", "1.37.0", "v1.38.0", "v1.38.0-rc.1"])
+def test_from_1_37_the_beta_podgroup_api_is_served_and_its_gate_is_on(version: str) -> None:
+    flags = kubeversions.release_flags(version)
+    gates = "--feature-gates=GenericWorkload=true"
+    assert flags == {
+        "kube-apiserver": [gates, "--runtime-config=scheduling.k8s.io/v1beta1=true"],
+        "kube-controller-manager": [gates],
+        "kube-scheduler": [gates],
+    }
+
+
+def test_a_fresh_1_37_cluster_passes_the_release_flags(tmp_path: Path) -> None:
+    binaries = {name: Path(f"/cache/x/{name}") for name in ("etcd", "kube-apiserver", "kube-controller-manager",
+                                                            "kube-scheduler", "kwok")}  # fmt: skip
+    setup = controlplane.configure(
+        state_dir=tmp_path,
+        server="https://127.0.0.1:1",
+        pki=Pki(tmp_path / "pki"),
+        ports={name: 20000 + i for i, name in enumerate(controlplane.PORTS)},
+        binaries=binaries,
+        kube="v1.37.2",
+    )
+    assert "--runtime-config=scheduling.k8s.io/v1beta1=true" in setup.argv["kube-apiserver"]
+    assert "--feature-gates=GenericWorkload=true" in setup.argv["kube-scheduler"]

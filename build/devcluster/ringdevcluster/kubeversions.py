@@ -110,29 +110,39 @@ def staging_replaces(go_mod: str) -> list[str]:
     return re.findall(r"^\s*(?:replace\s+)?(\S+)\s+=>\s+\./staging/\S+\s*$", go_mod, flags=re.MULTILINE)
 
 
-#: DRA's feature gates, off by default before 1.34 (DynamicResourceAllocation beta in 1.32 and
-#: 1.33; DRAResourceClaimDeviceStatus, status.devices[].networkData, alpha in 1.32, beta in 1.33).
-_DRA_GATES = "DynamicResourceAllocation=true,DRAResourceClaimDeviceStatus=true"
+#: Beta APIs a release serves only when asked, turned on by the dev cluster in the releases where
+#: they are off: (first minor, last minor or None, feature gates, API group version for
+#: ``--runtime-config``). DRA (``resource.k8s.io``: ResourceClaims reporting a NIC's address) before
+#: 1.34 (DynamicResourceAllocation beta in 1.32 and 1.33; DRAResourceClaimDeviceStatus,
+#: status.devices[].networkData, alpha in 1.32, beta in 1.33); GA from 1.34, its gates are then left
+#: alone (a GA gate is removed some releases later, and naming a removed gate stops the process).
+#: Kubernetes 1.37's Workload and PodGroup (``scheduling.k8s.io/v1beta1``): the group version is in
+#: the API server's disabled-by-default beta list and its storage registers only with the
+#: ``GenericWorkload`` gate, which the scheduler (gang scheduling of ``spec.schedulingGroup``) and the
+#: controller manager read too.
+BETA_APIS: tuple[tuple[int, int | None, str, str], ...] = (
+    (0, 33, "DynamicResourceAllocation=true,DRAResourceClaimDeviceStatus=true", "resource.k8s.io/v1beta1"),
+    (37, None, "GenericWorkload=true", "scheduling.k8s.io/v1beta1"),
+)
 
 
 def release_flags(version: str | None) -> dict[str, list[str]]:
     """The flags each control-plane process of Kubernetes ``version`` (a full version; None: the
     pinned one; a value naming no release is taken as the pinned one too) gets beside its usual
-    ones: ``{process: [--flag=value, ...]}``, empty where none.
-
-    Before 1.34, DRA (``resource.k8s.io``: ResourceClaims reporting a NIC's
-    address) is served only when turned on: its feature gates on the API
-    server, controller-manager and scheduler, and ``resource.k8s.io/v1beta1``
-    on the API server. From 1.34 it is GA and on by default, and the gates
-    are left alone (a GA gate is removed some releases later, and naming
-    a removed gate stops the process).
+    ones: ``{process: [--flag=value, ...]}``, empty where none: the gates of :data:`BETA_APIS` that
+    apply to the release on the API server, controller-manager and scheduler, and their API group
+    versions in the API server's ``--runtime-config``.
     """
     release = _FULL.fullmatch(version or "")
-    if release is None or int(release.group(1)) >= 34:
+    if release is None:
         return {}
-    gates = f"--feature-gates={_DRA_GATES}"
+    minor = int(release.group(1))
+    wanted = [(g, gv) for first, last, g, gv in BETA_APIS if first <= minor and (last is None or minor <= last)]
+    if not wanted:
+        return {}
+    gates = "--feature-gates=" + ",".join(g for g, _ in wanted)
     return {
-        "kube-apiserver": [gates, "--runtime-config=resource.k8s.io/v1beta1=true"],
+        "kube-apiserver": [gates, "--runtime-config=" + ",".join(f"{gv}=true" for _, gv in wanted)],
         "kube-controller-manager": [gates],
         "kube-scheduler": [gates],
     }
