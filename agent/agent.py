@@ -37,8 +37,10 @@ from agent.decide import STATUS_INVALID
 from agent.events import EventCorrelator
 from agent.metrics import AgentMetrics, private
 from agent.worker import JobWorker, WorkerStatus
+from model import podgroup
 from model.keys import DEFAULT_MAX_MEMBERS, DEFAULT_TOUCH_MAX_MEMBERS
-from model.records import ConfigMapRecord, JobKey, ObjectKey, PodRecord, WorkloadRecord, object_key
+from model.pod import job_pods
+from model.records import ConfigMapRecord, JobKey, ObjectKey, PodRecord, PodUID, WorkloadRecord, object_key
 from model.topology import RankOrder
 from ranktable.hccl import DEFAULT_CHOICE
 
@@ -181,6 +183,8 @@ class Agent:
         self._hccl_version = hccl_version
         self._workers: dict[JobKey, JobWorker] = {}
         self._last_ready: dict[JobKey, float] = {}
+        #: By PodGroup job key nothing serves: the pods naming it reported already (see _report_unserved_group).
+        self._unserved: dict[JobKey, set[PodUID]] = {}
 
     # Event handlers: enqueue only. -------------------------------------------
 
@@ -199,10 +203,11 @@ class Agent:
         """A selected pod was added, changed or deleted."""
         if old == new:
             return
-        for record in {r.job for r in (old, new) if r is not None and r.job is not None}:
-            self._enqueue(record)
-        if new is not None and new.job is not None and _up(new) and not (old and _up(old)):
-            self._last_ready[new.job] = time.monotonic()
+        for key in dict.fromkeys(k for r in (old, new) if r is not None for k in r.job_keys):
+            self._enqueue(key)
+        if new is not None and _up(new) and not (old and _up(old)):
+            for key in new.job_keys:
+                self._last_ready[key] = time.monotonic()
 
     def on_configmap(self, old: ConfigMapRecord | None, new: ConfigMapRecord | None) -> None:
         """A managed ConfigMap was added, changed or deleted (possibly by someone else)."""
@@ -214,7 +219,7 @@ class Agent:
         """A node's topology path changed (or it appeared or went): its jobs' ranks may follow."""
         if self._pods_on_node is None:
             return
-        for job in {p.job for p in self._pods_on_node(name) if p.job is not None}:
+        for job in dict.fromkeys(k for p in self._pods_on_node(name) for k in p.job_keys):
             self._enqueue(job)
 
     # The sync. ----------------------------------------------------------------
@@ -233,6 +238,8 @@ class Agent:
                 self._count(worker.status, -1)
                 log.info("job.forgotten", job=key)
             self._last_ready.pop(key, None)
+            if key.startswith(podgroup.SHORT + "/"):
+                await self._report_unserved_group(key)
             return DONE
         worker = self._workers.get(key)
         if worker is None:
@@ -248,7 +255,8 @@ class Agent:
         before = worker.status
         cm = self._configmap(object_key(workload.namespace, workload.configmap))
         try:
-            await worker.sync(workload, self._pods(key), cm, last_ready=self._last_ready.get(key), order=self._order)
+            pods = job_pods(key, self._pods(key))
+            await worker.sync(workload, pods, cm, last_ready=self._last_ready.get(key), order=self._order)
         finally:
             if worker.status != before:
                 self._count(before, -1)
@@ -258,6 +266,49 @@ class Agent:
             # without an event this controller watches: look again later.
             return Result.after(RECHECK_INVALID_SECONDS)
         return DONE
+
+    async def _report_unserved_group(self, key: JobKey) -> None:
+        """Warn on each live pod that names PodGroup ``key`` when nothing serves that pod: the group
+        does not exist or is not labelled, and its owner (if any) is no served workload either.
+
+        A pod whose own workload is served (an Indexed Job whose pods name the Job controller's
+        unlabelled PodGroup) is fine. Each pod is reported once while it stays unserved."""
+        pods = [
+            p
+            for p in self._pods(key)
+            if p.group == key
+            and not p.deleting
+            and p.phase not in ("Succeeded", "Failed")
+            and (p.job is None or self._workload(p.job) is None)
+        ]
+        reported = self._unserved.get(key, set())
+        now = {p.uid for p in pods}
+        if now:
+            self._unserved[key] = now
+        else:
+            self._unserved.pop(key, None)
+        name = key.rpartition("/")[2]
+        for pod in pods:
+            if pod.uid in reported:
+                continue
+            message = (
+                f"pod {pod.name} names PodGroup {name} (spec.schedulingGroup), which does not exist or lacks the "
+                "controller's selection label; no other served workload owns the pod, so no spec lists it"
+            )
+            self.metrics.invalid_inputs.labels("podgroup_not_served").inc()
+            log.warning("input.invalid", job=key, pod=pod.name, reason="podgroup_not_served", message=message)
+            await self.events.emit_event(
+                involved={
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "namespace": pod.namespace,
+                    "name": pod.name,
+                    "uid": pod.uid,
+                },
+                event_type="Warning",
+                reason="PodGroupNotServed",
+                message=message,
+            )
 
     def status(self, key: JobKey) -> WorkerStatus | None:
         """The spec status last settled for ``key`` (for health and tests)."""

@@ -202,6 +202,9 @@ class _Placement:
     slots: list[tuple[str, int, PodRecord | None]]
     rivals: dict[int, tuple[PodRecord, ...]]
     unindexed: tuple[PodRecord, ...]
+    #: Live pods of the current incarnation whose index is outside their task, where the
+    #: workload counts that as bad input (:attr:`~model.records.WorkloadRecord.strict_range`).
+    out_of_range: tuple[PodRecord, ...] = ()
 
 
 def _slots(workload: WorkloadRecord, pods: Iterable[PodRecord]) -> _Placement:
@@ -217,6 +220,7 @@ def _slots(workload: WorkloadRecord, pods: Iterable[PodRecord]) -> _Placement:
     live_in: dict[tuple[str, int], PodRecord] = {}  # the first live pod seen in each slot
     contested: dict[tuple[str, int], list[PodRecord]] = {}  # every live pod of a slot with two or more
     unindexed: list[PodRecord] = []
+    out_of_range: list[PodRecord] = []
     for pod in pods:
         task = tasks.get(pod.task)
         if task is None or not _current(workload, pod):
@@ -226,6 +230,10 @@ def _slots(workload: WorkloadRecord, pods: Iterable[PodRecord]) -> _Placement:
                 unindexed.append(pod)
             continue
         key = (pod.task, pod.job_index * task.per_job + pod.index - task.first_index)
+        if workload.strict_range and not 0 <= key[1] < task.replicas:
+            if _live(pod):
+                out_of_range.append(pod)
+            continue
         if _live(pod):
             first = live_in.setdefault(key, pod)
             if first is not pod:
@@ -241,7 +249,12 @@ def _slots(workload: WorkloadRecord, pods: Iterable[PodRecord]) -> _Placement:
             if key in contested:
                 rivals[len(slots)] = tuple(sorted(contested[key], key=lambda p: p.name))
             slots.append((task.name, index, best.get(key)))
-    return _Placement(slots, rivals, tuple(sorted(unindexed, key=lambda p: p.name)))
+    return _Placement(
+        slots,
+        rivals,
+        tuple(sorted(unindexed, key=lambda p: p.name)),
+        tuple(sorted(out_of_range, key=lambda p: p.name)),
+    )
 
 
 def _placement_problems(workload: WorkloadRecord, placement: _Placement) -> list[Problem]:
@@ -258,6 +271,17 @@ def _placement_problems(workload: WorkloadRecord, placement: _Placement) -> list
             Problem(
                 "missing_index",
                 f"{workload.kind} {workload.name}: pods carry no member index{source}, so they fill no slot: {shown}",
+            )
+        )
+    if placement.out_of_range:
+        shown = ", ".join(f"{p.name} (index {p.index})" for p in placement.out_of_range[:5])
+        more = len(placement.out_of_range) - 5
+        found.append(
+            Problem(
+                "index_out_of_range",
+                f"{workload.kind} {workload.name} has {workload.expected} members (indexes 0 to "
+                f"{workload.expected - 1}); pods with an index beyond fill no slot: {shown}"
+                + (f" and {more} more" if more > 0 else ""),
             )
         )
     return found

@@ -431,6 +431,7 @@ def _event_reason(reason: str) -> str:
         "invalid_workload": "InvalidWorkload",
         "duplicate_index": "DuplicateIndex",
         "missing_index": "MissingIndex",
+        "index_out_of_range": "IndexOutOfRange",
         "ip_family": "NoAddressOfFamily",
         "mixed_ip_families": "MixedIPFamilies",
         "network_missing": "NetworkNotAttached",

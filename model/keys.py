@@ -207,3 +207,11 @@ LWS_VERSION: Final = "v1"
 LWS_NAME: Final = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX: Final = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_WORKER_INDEX: Final = "leaderworkerset.sigs.k8s.io/worker-index"
+
+# PodGroups (scheduling.k8s.io/v1beta1, Kubernetes 1.37) ----------------------
+
+PODGROUP_GROUP: Final = "scheduling.k8s.io"
+PODGROUP_VERSION: Final = "v1beta1"
+#: A member's rank in its PodGroup where no known owner kind gives it an index:
+#: a decimal integer from 0 to the group's ``minCount - 1``.
+RANK_ANNOTATION: Final = "ring-controller.io/rank"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from model import deployment, indexedjob, jobset, lws, statefulset, trainjob, volcano
+from model import deployment, indexedjob, jobset, lws, podgroup, statefulset, trainjob, volcano
 from model.identity import PodIdentity
 from model.records import WorkloadRecord
 
@@ -74,6 +74,8 @@ DEPLOYMENT = _row(deployment)
 INDEXED_JOB = _row(indexedjob)
 LEADER_WORKER_SET = _row(lws)
 STATEFULSET = _row(statefulset)
+# Its pods are named by their spec (spec.schedulingGroup), not their metadata: model.pod reads it.
+POD_GROUP = _row(podgroup)
 
 #: Every kind. Pods are matched against them in this order; for a job key
 #: shared by two kinds (TrainJob and its JobSet) the earlier kind serves it.
@@ -88,6 +90,7 @@ KINDS: tuple[WorkloadKind, ...] = (
     INDEXED_JOB,
     LEADER_WORKER_SET,
     STATEFULSET,
+    POD_GROUP,
 )
 BY_SHORT: dict[str, WorkloadKind] = {k.short: k for k in KINDS}
 

@@ -17,6 +17,7 @@ from dataclasses import replace
 from sys import intern
 from typing import Any
 
+from model import podgroup
 from model.keys import (
     DEFAULT_PORT,
     DEVICE_ANNOTATIONS,
@@ -90,7 +91,40 @@ def pod_record(raw: Json, *, default_port: int = DEFAULT_PORT) -> PodRecord:
         network_status=annotations.get(NETWORK_STATUS_ANNOTATION),
         registered_other_ips=registered_other_ips,
         claims=pod_claims(spec, status),
+        **_group_fields(meta, spec),
     )
+
+
+def _group_fields(meta: Json, spec: Json) -> dict[str, Any]:
+    """``group`` and ``group_index`` of a pod naming a PodGroup, nothing for the others (most pods)."""
+    group = podgroup.group_of(str(meta.get("namespace", "")), spec)
+    if group is None:
+        return {}
+    return {"group": JobKey(intern(group)), "group_index": podgroup.member_index(meta)}
+
+
+def as_group_member(pod: PodRecord) -> PodRecord:
+    """``pod`` as a member of the PodGroup it names (:attr:`~model.records.PodRecord.group`): that job,
+    its one task, its rank there; no version, no owner to compare (a PodGroup owns no pod).
+    ``pod`` itself when it names none."""
+    if pod.group is None:
+        return pod
+    return replace(
+        pod,
+        job=pod.group,
+        task=podgroup.TASK,
+        index=pod.group_index,
+        version=None,
+        owner_uid=None,
+        job_index=0,
+    )
+
+
+def job_pods(key: JobKey, pods: list[PodRecord]) -> list[PodRecord]:
+    """The pods indexed under job ``key`` as that job's members: a PodGroup's pods as :func:`as_group_member`."""
+    if not key.startswith(podgroup.SHORT + "/"):
+        return pods
+    return [as_group_member(p) if p.group == key else p for p in pods]
 
 
 def _other_ips(status: Json, ip: str) -> tuple[str, ...]:

@@ -157,6 +157,10 @@ class WorkloadRecord:
     #: see :mod:`model.network`); ``address_error`` says why one is malformed (the job is then invalid).
     address: AddressRule = AddressRule()
     address_error: str | None = None
+    #: A live pod whose index is outside the task's range is bad input, reported
+    #: (``index_out_of_range``), rather than a pod left over from a scale down
+    #: (a PodGroup's ranks are written by people).
+    strict_range: bool = False
 
     @property
     def job_name(self) -> str:
@@ -281,6 +285,17 @@ class PodRecord:
     #: What those claims' statuses report (by reference name: their NICs, or why malformed),
     #: filled in from the ResourceClaim cache where a job asks for a claim's NIC; empty otherwise.
     claim_networks: tuple[tuple[str, tuple[Attachment, ...] | str], ...] = ()
+    #: The job key of the PodGroup the pod names (``spec.schedulingGroup``), None if none: its
+    #: second job, beside ``job`` (see :mod:`model.podgroup`); ``group_index`` its rank there.
+    group: JobKey | None = None
+    group_index: int | None = None
+
+    @property
+    def job_keys(self) -> tuple[JobKey, ...]:
+        """Every job the pod may be a member of: its workload's, then its PodGroup's."""
+        if self.group is None:
+            return (self.job,) if self.job is not None else ()
+        return (self.job, self.group) if self.job is not None else (self.group,)
 
     @property
     def ips(self) -> tuple[str, ...]:

@@ -130,7 +130,7 @@ class Controller:
                 transform=partial(pod_record, default_port=options.default_port),
                 label_selector=options.label_key,
                 indexers={
-                    "job": lambda p: [p.job] if p.job else [],
+                    "job": lambda p: list(p.job_keys),
                     "node": lambda p: [p.node] if p.node else [],
                     "claim": lambda p: [f"{p.namespace}/{name}" for _, name in p.claims],
                 },
@@ -265,8 +265,8 @@ class Controller:
         # A claim's NIC changed: the jobs of the pods using it decide again.
         namespace = key.split("/", 1)[0]
         for pod in self.pods.by_index("claim", key, namespace=namespace):
-            if pod.job is not None:
-                self._enqueue(pod.job)
+            for job in pod.job_keys:
+                self._enqueue(job)
 
     def _on_configmap(self, old: ConfigMapRecord | None, new: ConfigMapRecord | None) -> None:
         self.agent.on_configmap(old, new)
@@ -362,9 +362,12 @@ class Controller:
                 delay = backoff.next_delay()
                 log.warning("discovery.failed", error=str(e), retry_in=delay)
                 await asyncio.sleep(delay)
+        optional = {(api.group_version, api.resource) for api in OPTIONAL_APIS}
         for kind in KINDS:
             if kind.plural not in served.get(f"{kind.group}/{kind.version}", set()):
                 del self.workloads[kind.short]
+                if (kind.api_version, kind.plural) in optional:
+                    continue  # an optional API's kind: its api.unavailable line below says so
                 log.warning(
                     "kind.unavailable",
                     kind=kind.kind,

@@ -31,7 +31,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from model import hypernode, trainjob
+from model import hypernode, podgroup, trainjob
 from ringcontroller.resource import RESOURCE_CLAIMS, RESOURCE_CLAIMS_OLDER
 
 __all__ = [
@@ -180,6 +180,16 @@ OPTIONAL_APIS: Final = (
         ),
         # The same status.devices[].networkData in each (alpha in 1.32, beta in 1.33, GA in 1.34+).
         older=tuple(f"{r.group}/{r.version}" for r in RESOURCE_CLAIMS_OLDER),
+    ),
+    OptionalApi(
+        name="podgroups",
+        group_version=f"{podgroup.GROUP}/{podgroup.VERSION}",
+        resource=podgroup.PLURAL,
+        feature="PodGroups as jobs (pods naming their group in spec.schedulingGroup); the other kinds are served",
+        hint=(
+            "Kubernetes 1.37 or newer with the beta API on: kube-apiserver "
+            "--runtime-config=scheduling.k8s.io/v1beta1=true --feature-gates=GenericWorkload=true; then restart"
+        ),
     ),
     OptionalApi(
         name="validatingadmissionpolicies",

@@ -352,9 +352,10 @@ def _env(reader: Reader, args: argparse.Namespace) -> int:
     if pod is None:
         return _fail(f"pod {args.pod!r} not found in namespace {namespace}")
     record = pod_record(pod, default_port=args.default_port)
-    if record.job is None:
+    if not record.job_keys:
         return _fail(
-            f"pod {args.pod} belongs to no workload the controller serves (no Volcano, JobSet or Deployment identity)"
+            f"pod {args.pod} belongs to no workload the controller serves (no owner of a served kind, "
+            "no PodGroup in spec.schedulingGroup)"
         )
     labels = (pod.get("metadata") or {}).get("labels") or {}
     if args.label_key not in labels:
@@ -362,10 +363,19 @@ def _env(reader: Reader, args: argparse.Namespace) -> int:
             f"warning: pod {args.pod} lacks the label {args.label_key}: the controller does not see it", file=sys.stderr
         )
     views_here = [
-        v for v in _views(reader, namespace, args, name=record.job.rpartition("/")[2]) if v.workload.key == record.job
+        v
+        for key in record.job_keys
+        for v in _views(reader, namespace, args, name=key.rpartition("/")[2])
+        if v.workload.key == key
     ]
     if not views_here:
-        return _fail(f"pod {args.pod} belongs to {record.job}, which is not a workload labelled {args.label_key}")
+        if record.group is not None and record.job is None:
+            return _fail(
+                f"pod {args.pod} names PodGroup {record.group.rpartition('/')[2]} (spec.schedulingGroup), "
+                f"which does not exist or is not labelled {args.label_key}"
+            )
+        shown = " or ".join(record.job_keys)
+        return _fail(f"pod {args.pod} belongs to {shown}, which is not a workload labelled {args.label_key}")
     view = views_here[0]
     cm_name = view.workload.configmap
     try:

@@ -25,7 +25,7 @@ from model.hypernode import HyperNodeIndex, hypernode_record
 from model.keys import CONFIG_VOLUME_NAMES, DEFAULT_PORT
 from model.kinds import KINDS, WorkloadKind
 from model.network import claim_record
-from model.pod import pod_record, with_claim_networks
+from model.pod import as_group_member, pod_record, with_claim_networks
 from model.records import ConfigMapRecord, JobKey, PodRecord, WorkloadRecord, key_of, object_key
 from model.serving import serving_workload
 from model.topology import RULE_SPEC, RankOrder, RankRule, node_path, rule_for
@@ -164,8 +164,8 @@ def views(
         pod = pod_record(raw_pod, default_port=default_port)
         if pod.claims and claims:
             pod = with_claim_networks(pod, claims.get)
-        if pod.job is not None:
-            pods_by_job.setdefault(pod.job, []).append((pod, raw_pod))
+        for job in pod.job_keys:
+            pods_by_job.setdefault(job, []).append((pod, raw_pod))
     out: list[JobView] = []
     for key in sorted({k for r in records.values() for k in r.job_keys}):
         workload = serving_workload(
@@ -175,7 +175,7 @@ def views(
         )
         if workload is None or workload.key != key:
             continue
-        members = pods_by_job.get(key, [])
+        members = [(as_group_member(p) if p.group == key else p, raw) for p, raw in pods_by_job.get(key, [])]
         out.append(
             job_view(
                 workload,

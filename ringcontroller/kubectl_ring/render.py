@@ -27,6 +27,7 @@ from model.keys import (
     PORT_ANNOTATION,
     PORT_ENV,
     PORT_NAMES,
+    RANK_ANNOTATION,
     RANK_ORDER_ANNOTATION,
     SLOTS_ANNOTATION,
     SLOTS_ENV,
@@ -124,6 +125,10 @@ PROBLEM_HINTS: Final[dict[str, str]] = {
     "missing_index": (
         "Pods without their member index (the message names the label): a pod made by hand, or a cluster "
         "older than the label (Kubernetes 1.28 for apps.kubernetes.io/pod-index); they fill no slot."
+    ),
+    "index_out_of_range": (
+        f"Pods whose member index is at or beyond the job's member count (a PodGroup's gang.minCount): "
+        f"fix their {RANK_ANNOTATION} annotation (0 to the count minus one), or the group's minCount."
     ),
     "too_large": "The spec exceeds the ConfigMap size limit: fewer members, or a smaller rank table version.",
     "too_many_members": "The job asks for more members than the controller's --max-members: fewer, or raise the flag.",

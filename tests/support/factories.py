@@ -555,3 +555,65 @@ def lws_pod(lws: Json, *, group: int, worker: int, uid: str = "", ip: str = "", 
     if phase or ip:
         pod["status"] = {"phase": phase, "podIP": ip, "hostIP": "10.0.0.1"}
     return pod
+
+
+def pod_group(
+    name: str,
+    min_count: int | None = 2,
+    *,
+    namespace: str = "default",
+    runtime: str = "tensorflow",
+    uid: str = "",
+    label_key: str = DEFAULT_LABEL_KEY,
+    basic: bool = False,
+) -> Json:
+    """A labelled PodGroup (scheduling.k8s.io/v1beta1): gang scheduling of ``min_count`` pods
+    (``basic``: the basic policy, which has no count)."""
+    policy: Json = {"basic": {}} if basic else {"gang": {"minCount": min_count}}
+    group: Json = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace, "labels": {label_key: runtime}},
+        "spec": {"schedulingPolicy": policy},
+    }
+    if uid:
+        group["metadata"]["uid"] = uid
+    return group
+
+
+def group_pod(
+    group: str,
+    name: str,
+    *,
+    rank: int | str | None = None,
+    namespace: str = "default",
+    runtime: str = "tensorflow",
+    uid: str = "",
+    ip: str = "",
+    phase: str = "",
+    node: str = "",
+    label_key: str = DEFAULT_LABEL_KEY,
+) -> Json:
+    """A pod made by hand that names PodGroup ``group`` (``spec.schedulingGroup``), with its rank
+    in the annotation ``ring-controller.io/rank`` (None: without one)."""
+    tpl = pod_template(runtime=runtime, label_key=label_key)
+    pod: Json = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid or f"uid-{name}",
+            "labels": dict(tpl["metadata"]["labels"]),
+            "annotations": {} if rank is None else {"ring-controller.io/rank": str(rank)},
+            "creationTimestamp": "2026-11-29T00:00:00Z",
+        },
+        "spec": {
+            **tpl["spec"],
+            "schedulingGroup": {"podGroupName": group},
+            **({"nodeName": node} if node else {}),
+        },
+    }
+    if phase or ip:
+        pod["status"] = {"phase": phase, "podIP": ip, "hostIP": "10.0.0.1"}
+    return pod

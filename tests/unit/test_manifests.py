@@ -160,6 +160,7 @@ class TestRbac:
             ("apps", "statefulsets"), ("batch", "jobs"), ("leaderworkerset.x-k8s.io", "leaderworkersets"),
         ]:  # fmt: skip
             assert rules_for(rules, group, resource) == read, (group, resource)
+        assert rules_for(rules, "scheduling.k8s.io", "podgroups") == {"list", "watch"}  # informer only
         assert rules_for(rules, "", "nodes") == read  # topology rank order: node labels
         assert rules_for(rules, "topology.volcano.sh", "hypernodes") == read
         assert rules_for(rules, "resource.k8s.io", "resourceclaims") == read  # DRA NICs (network-claim)
@@ -173,7 +174,7 @@ class TestRbac:
             ("trainer.kubeflow.org", "trainjobs"), ("trainer.kubeflow.org", "clustertrainingruntimes"), ("apps", "deployments"), ("", "configmaps"),
             ("", "events"), ("events.k8s.io", "events"), ("apps", "statefulsets"), ("batch", "jobs"),
             ("leaderworkerset.x-k8s.io", "leaderworkersets"),
-            ("resource.k8s.io", "resourceclaims"),
+            ("resource.k8s.io", "resourceclaims"), ("scheduling.k8s.io", "podgroups"),
         }  # fmt: skip
 
     def test_every_watched_kind_is_readable(self, rbac: list[Json]) -> None:

@@ -84,6 +84,10 @@ each verb is there.
 - apiGroups: ["leaderworkerset.x-k8s.io"]
   resources: ["leaderworkersets"]
   verbs: ["get", "list", "watch"]
+# PodGroups (Kubernetes 1.37, scheduling.k8s.io/v1beta1): only watched, never read one by one.
+- apiGroups: ["scheduling.k8s.io"]
+  resources: ["podgroups"]
+  verbs: ["list", "watch"]
 # The specs it writes. No delete.
 - apiGroups: [""]
   resources: ["configmaps"]
