@@ -155,8 +155,21 @@ class World:
             "deployments": deployments,
             "indexedjobs": indexed,
             "statefulsets": sets,
+            "podgroups": self.podgroups(),
             "pods": self.pods(),
         }
+
+    def podgroups(self) -> list[Json]:
+        """The labelled PodGroups, where the server serves them (Kubernetes 1.37 with the API on); else none."""
+        try:
+            items = self.k8s.custom.list_namespaced_custom_object(
+                "scheduling.k8s.io", "v1beta1", self.namespace, "podgroups", _request_timeout=10
+            )["items"]
+        except ApiException as err:
+            if err.status != 404:
+                raise
+            return []
+        return [g for g in items if DEFAULT_LABEL_KEY in (g["metadata"].get("labels") or {})]
 
     def verdict(self) -> tuple[int, dict[str, str]]:
         """(specs checked, {configmap: why it is wrong})."""

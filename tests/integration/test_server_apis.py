@@ -83,3 +83,28 @@ def test_a_missing_hypernode_crd_turns_off_only_hypernode_paths(
     create_pods(k8s, job, all_members(job))
     assert len(wait_spec(k8s, namespace, "rings-config-topo")["members"]) == 2
     assert topology_controller.proc is not None and topology_controller.proc.poll() is None
+
+
+def test_podgroups_are_watched_only_where_the_server_serves_them(
+    k8s: Any, namespace: str, topology_controller: ControllerProcess
+) -> None:
+    # The default cluster (1.35) lacks scheduling.k8s.io/v1beta1; a 1.37 one of the matrix serves it.
+    try:
+        k8s.custom.list_namespaced_custom_object("scheduling.k8s.io", "v1beta1", namespace, "podgroups")
+        served = True
+    except client.ApiException as err:
+        assert err.status == 404, err
+        served = False
+    lines = [r for r in _events(topology_controller, "api.unavailable") if "podgroups" in r["api"]]
+    assert topology_controller.metric("ringcontroller_api_available", api="podgroups") == (1 if served else 0)
+    if not served:
+        assert lines[0]["api"] == "podgroups.scheduling.k8s.io/v1beta1"
+        assert "PodGroups" in lines[0]["off"] and "--runtime-config=scheduling.k8s.io/v1beta1=true" in lines[0]["hint"]
+    else:
+        assert lines == []
+    # Never the kind.unavailable warning of a missing CRD: the api line says it all.
+    assert not [r for r in _events(topology_controller, "kind.unavailable") if r.get("kind") == "PodGroup"]
+    # The other kinds are served: a Volcano Job completes.
+    job = create_volcano_job(k8s, namespace, volcano_job("other", tasks=[("worker", 2)]))
+    create_pods(k8s, job, all_members(job))
+    assert len(wait_spec(k8s, namespace, "rings-config-other")["members"]) == 2

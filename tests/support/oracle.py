@@ -13,8 +13,9 @@ epoch, which depends on history: callers check epochs over time (never
 down, up on every member change).
 
 Only the shapes the chaos runs create are covered: Volcano Jobs whose pods
-carry the job-controller's labels, Deployments, and Indexed Jobs and
-StatefulSets as their controllers make them; no devices.
+carry the job-controller's labels, Deployments, Indexed Jobs and
+StatefulSets as their controllers make them, and PodGroups (Kubernetes
+1.37) with pods ranked by hand or by their owner's index; no devices.
 """
 
 from __future__ import annotations
@@ -30,10 +31,13 @@ from model.keys import (
     DEFAULT_PORT,
     JOB_COMPLETION_INDEX,
     JOB_NAME_LABEL,
+    LWS_NAME,
+    LWS_WORKER_INDEX,
     POD_TEMPLATE_HASH,
     PORT_ANNOTATION,
     PORT_ENV,
     PORT_NAMES,
+    RANK_ANNOTATION,
     STATEFULSET_POD_INDEX,
     VOLCANO_JOB_NAME,
     VOLCANO_JOB_VERSION,
@@ -253,6 +257,48 @@ def expect_statefulset(sts: Json, pods: list[Json], *, configmaps: Mapping[str, 
     )
 
 
+def _group_rank(pod: Json) -> int:
+    """A pod's rank in its PodGroup, from the contract (docs/jobs.md): its owner's index label where its
+    controller is a Job, a LeaderWorkerSet's pod or a StatefulSet, else the rank annotation; -1 if none."""
+    meta = _meta(pod)
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    owners = {(r.get("apiVersion"), r.get("kind")) for r in meta.get("ownerReferences") or [] if r.get("controller")}
+    found = -1
+    if ("batch/v1", "Job") in owners:
+        found = _int(labels.get(JOB_COMPLETION_INDEX, annotations.get(JOB_COMPLETION_INDEX, -1)))
+    elif LWS_NAME in labels:
+        found = _int(labels.get(LWS_WORKER_INDEX, -1))
+    elif ("apps/v1", "StatefulSet") in owners:
+        found = _int(labels.get(STATEFULSET_POD_INDEX, -1))
+    return found if found >= 0 else _int(annotations.get(RANK_ANNOTATION, -1))
+
+
+def expect_podgroup(group: Json, pods: list[Json], *, configmaps: Mapping[str, Json] | None = None) -> Expected:
+    """A PodGroup: ``gang.minCount`` slots (none without a gang), filled by rank (:func:`_group_rank`) by
+    the pods whose ``spec.schedulingGroup.podGroupName`` names it; the group owns none of them."""
+    meta = _meta(group)
+    name, uid = str(meta["name"]), str(meta.get("uid", ""))
+    gang = ((group.get("spec") or {}).get("schedulingPolicy") or {}).get("gang") or {}
+    count = gang.get("minCount") if isinstance(gang.get("minCount"), int) else 0
+    claims: dict[tuple[str, int], list[Json]] = {}
+    for pod in pods:
+        named = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+        if named == name and _placed(pod):
+            claims.setdefault(("worker", _group_rank(pod)), []).append(pod)
+    configmap = CONFIGMAP_PREFIX + name
+    members, complete = _fill([("worker", max(0, count))], claims, _written(configmaps, configmap, uid, 0))
+    return Expected(
+        namespace=str(meta["namespace"]),
+        configmap=configmap,
+        kind="PodGroup",
+        name=name,
+        uid=uid,
+        version=0,
+        status="completed" if complete else "initializing",
+        members=members,
+    )
+
+
 def expect_deployment(deploy: Json, pods: list[Json]) -> Expected:
     """``spec.replicas`` slots filled by the Deployment's live pods, oldest first, then by name."""
     meta = _meta(deploy)
@@ -315,7 +361,7 @@ def mismatch(expected: Expected, cm: Json | None) -> str | None:
 
 def expect_all(objects: dict[str, list[Json]], *, configmaps: Mapping[str, Json] | None = None) -> list[Expected]:
     """Every job's expected spec from listed ``jobs`` (Volcano), ``deployments``,
-    ``indexedjobs`` (batch/v1), ``statefulsets`` and ``pods`` (raw JSON);
+    ``indexedjobs`` (batch/v1), ``statefulsets``, ``podgroups`` and ``pods`` (raw JSON);
     ``configmaps`` by name, where finished members keep their places."""
     pods_by_ns: dict[str, list[Json]] = {}
     for pod in objects.get("pods", []):
@@ -328,4 +374,5 @@ def expect_all(objects: dict[str, list[Json]], *, configmaps: Mapping[str, Json]
     out += [expect_deployment(d, pods_of(d)) for d in objects.get("deployments", [])]
     out += [expect_indexed_job(j, pods_of(j), configmaps=configmaps) for j in objects.get("indexedjobs", [])]
     out += [expect_statefulset(s, pods_of(s), configmaps=configmaps) for s in objects.get("statefulsets", [])]
+    out += [expect_podgroup(g, pods_of(g), configmaps=configmaps) for g in objects.get("podgroups", [])]
     return out

@@ -1,8 +1,8 @@
 """The chaos oracle against ``decide()``: two independent readings of the contract must agree.
 
 A disagreement means one of them is wrong; the chaos runs trust the oracle,
-so it is checked here on generated Volcano Jobs, Deployments, Indexed Jobs
-and StatefulSets (task orders not alphabetical, pods in every state,
+so it is checked here on generated Volcano Jobs, Deployments, Indexed Jobs,
+StatefulSets and PodGroups (task orders not alphabetical, pods in every state,
 replacements overlapping).
 """
 
@@ -15,16 +15,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.decide import decide
-from model import indexedjob
+from model import indexedjob, podgroup
 from model import statefulset as statefulset_model
 from model.deployment import workload_record as deployment_record
-from model.pod import pod_record
+from model.pod import as_group_member, pod_record
 from model.volcano import workload_record as volcano_record
 from ranktable.clusterspec import CLUSTER_FILE
 from tests.support import oracle
 from tests.support.factories import (
+    group_pod,
     indexed_job,
     job_pod,
+    pod_group,
     pod_template,
     statefulset,
     statefulset_pod,
@@ -187,4 +189,28 @@ def test_oracle_agrees_with_decide_on_finished_members(completions: int, data: A
     assert d.data is not None
     cms = {"rings-config-j": configmap(written.data)}
     expected = oracle.expect_indexed_job(raw, pods, configmaps=cms)
+    assert oracle.mismatch(expected, configmap(d.data)) is None, (expected, json.loads(d.data[CLUSTER_FILE]))
+
+
+RANKS = st.sampled_from(["0", "1", "2", "3", "9", "-1", "x", None])
+
+
+@settings(max_examples=40)
+@given(min_count=st.integers(1, 3), basic=st.booleans(), data=st.data())
+def test_oracle_agrees_with_decide_on_podgroups(min_count: int, basic: bool, data: Any) -> None:
+    raw = pod_group("g", min_count, namespace="ns", uid="pg-uid", basic=basic and min_count == 1)
+    pods = []
+    for k, (rank, state) in enumerate(data.draw(st.lists(st.tuples(RANKS, INDEXED_STATE), max_size=5))):
+        pod = group_pod("g", f"p{k}", rank=rank, namespace="ns", ip=f"127.3.0.{k + 1}")
+        pods.append(_stated(pod, state))
+    if data.draw(st.booleans()):  # a pod of another group, with a rank this one would take
+        pods.append(_stated(group_pod("other", "stray", rank="0", namespace="ns", ip="127.3.1.1"), "running"))
+    record = podgroup.workload_record(raw, label_key=LABEL)
+    d = decide(
+        record, [as_group_member(pod_record(p)) for p in pods if pod_record(p).group == record.key], previous=None
+    )
+    expected = oracle.expect_podgroup(raw, pods)
+    if d.data is None:  # no gang count: invalid, nothing written; the oracle never completes it
+        assert expected.status == "initializing" and record.error is not None
+        return
     assert oracle.mismatch(expected, configmap(d.data)) is None, (expected, json.loads(d.data[CLUSTER_FILE]))
