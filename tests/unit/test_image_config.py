@@ -170,6 +170,7 @@ def test_trainer_examples_exist_and_match_the_manifests(conf: dict[str, str]) ->
         "examples/job/tf-indexed-job.yaml",
         "examples/statefulset/tf-statefulset.yaml",
         "examples/lws/tf-lws.yaml",
+        "examples/podgroup/tf-podgroup.yaml",
     ):
         assert script in (BUILD / manifest).read_text(), manifest
 

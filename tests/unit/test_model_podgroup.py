@@ -4,9 +4,11 @@ and the routing of a pod that names a group beside its own workload."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from agent.agent import Agent
 from agent.decide import decide, explain
@@ -32,6 +34,7 @@ from tests.support.metricvalue import value
 Json = dict[str, Any]
 LABEL = "ring-controller.atlas"
 KEY = JobKey("pg/default/tf")
+EXAMPLE = "build/examples/podgroup/tf-podgroup.yaml"
 
 
 def record(raw: Json) -> WorkloadRecord:
@@ -263,3 +266,24 @@ async def test_a_labelled_group_completes_its_spec_from_its_pods() -> None:
     await agent.events.drain()
     assert agent.status(KEY) == "completed"
     assert ("default", "rings-config-tf") in caches.api.cms
+
+
+def test_the_shipped_example_is_one_valid_group_whose_pods_rank_0_and_1_and_mount_its_configmap() -> None:
+    docs = list(yaml.safe_load_all((Path(__file__).resolve().parents[2] / EXAMPLE).read_text()))
+    group, *pods = docs
+    group["metadata"]["namespace"] = "ml"
+    rec = record(group)
+    assert rec.error is None and rec.expected == 2 and rec.key == "pg/ml/tf-gang"
+    records = []
+    for i, raw in enumerate(pods):
+        raw["metadata"]["namespace"] = "ml"
+        raw["status"] = {"phase": "Running", "podIP": f"127.1.0.{i + 1}"}
+        pod = pod_record(raw)
+        assert pod.mounts == (rec.configmap,)
+        records.append(pod)
+    d = decide(rec, job_pods(rec.key, records), previous=None)
+    assert d.spec.status == "completed"
+    assert [(m.rank, m.pod, m.port) for m in d.spec.members] == [
+        (0, "tf-gang-chief", 2222),
+        (1, "tf-gang-worker", 2222),
+    ]
