@@ -413,3 +413,25 @@ def test_a_leaderworkerset_shows_one_job_per_group() -> None:
     (one,) = find(found, "lws/llm-1")
     text = render.describe_text(one, label_key=LABEL, now=NOW)
     assert "llm-1 (group 1 of LeaderWorkerSet llm)" in text and "lws/llm-1" in text
+
+
+def test_a_podgroup_is_a_job_whose_members_are_the_pods_naming_it_and_its_bad_ranks_have_advice() -> None:
+    from tests.support.factories import group_pod, pod_group
+
+    group = pod_group("gang", 2, namespace="ns", uid="pg-uid")
+    ij = indexed_job("train", 1, namespace="ns", uid="ij-uid")
+    # A pod of a served Indexed Job in the group too: it counts for both jobs.
+    in_both = job_pod(ij, index=0, ip="127.1.4.9", phase="Running")
+    in_both["spec"]["schedulingGroup"] = {"podGroupName": "gang"}
+    pods = [group_pod("gang", "b", rank=5, namespace="ns", ip="127.1.4.2", phase="Running"), in_both]
+    found = views(Snapshot(workloads=(("pg", group), ("job", ij)), pods=tuple(pods)), label_key=LABEL)
+    rows = table(render.get_table(found, now=NOW))
+    assert [(r["KIND"], r["NAME"], r["READY"], r["CONFIGMAP"]) for r in rows] == [
+        ("job", "train", "1/1", "rings-config-train"),
+        ("pg", "gang", "1/2", "rings-config-gang"),
+    ]
+    (view,) = find(found, "pg/gang")
+    text = render.describe_text(view, label_key=LABEL, now=NOW)
+    assert "PodGroup (scheduling.k8s.io/v1beta1), pg/gang" in text
+    assert "pods with an index beyond fill no slot: b (index 5)" in section(text, "Why it waits:")
+    assert any("ring-controller.io/rank annotation" in h for h in render.advice(view, label_key=LABEL))
