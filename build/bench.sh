@@ -26,7 +26,9 @@
 # or .state/bench).
 # --kinds runs tests/bench/kinds.py: the spec latency of Indexed Jobs,
 # StatefulSets and LeaderWorkerSets, their pods made by the real Job and
-# StatefulSet controllers (LWS pods by the bench), on kwok nodes.
+# StatefulSet controllers (LWS pods by the bench), on kwok nodes; `pg` adds
+# PodGroups (pods by the bench, ganged by the real scheduler; with
+# RING_DEVCLUSTER_KUBE=1.37, whose control plane serves them).
 #
 # Uses the virtualenv .venv (created, and the project with its test extra and
 # the dev-cluster tool build/devcluster installed into it, when missing),

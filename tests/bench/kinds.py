@@ -2,7 +2,9 @@
 
 For each kind named by ``--kinds`` (``job``: Indexed Jobs, ``sts``:
 StatefulSets with ``Parallel`` pod management, ``lws``: LeaderWorkerSets of
-one group each), ``--jobs`` workloads of ``--pods`` members each are created
+one group each, ``pg``: PodGroups of ``--pods`` pods made by hand with the
+rank annotation, which the real kube-scheduler gangs; Kubernetes 1.37, so
+``RING_DEVCLUSTER_KUBE=1.37``), ``--jobs`` workloads of ``--pods`` members each are created
 at once in a fresh namespace watched by a fresh ``ring-controller`` process.
 The Job and StatefulSet controllers of the local control plane create the
 pods; LeaderWorkerSet pods are created by the bench the way the LWS
@@ -42,12 +44,14 @@ from tests.bench.load import Load, slot_key
 from tests.bench.measure import percentiles
 from tests.bench.observer import Observer
 from tests.support.controllerproc import ControllerProcess
-from tests.support.factories import indexed_job, leader_worker_set, lws_pod, statefulset
+from tests.support.factories import group_pod, indexed_job, leader_worker_set, lws_pod, pod_group, statefulset
 
 Json = dict[str, Any]
 
 REPO = Path(__file__).resolve().parents[2]
-KINDS = ("job", "sts", "lws")
+KINDS = ("job", "sts", "lws", "pg")
+#: Without --kinds: those every supported release serves (PodGroups need 1.37).
+DEFAULT_KINDS = ("job", "sts", "lws")
 LWS_CRD = REPO / "tests" / "support" / "crds" / "leaderworkersets.yaml"
 
 
@@ -66,6 +70,9 @@ def plans(kind: str, *, jobs: int, pods: int, namespace: str) -> list[tuple[str,
             out.append((f"rings-config-{name}", body, [slot_key(name, i) for i in range(pods)]))
         elif kind == "sts":
             body = statefulset(name, pods, namespace=namespace)
+            out.append((f"rings-config-{name}", body, [f"{name}-{i}" for i in range(pods)]))
+        elif kind == "pg":
+            body = pod_group(name, pods, namespace=namespace)
             out.append((f"rings-config-{name}", body, [f"{name}-{i}" for i in range(pods)]))
         else:
             body = leader_worker_set(name, replicas=1, size=pods, namespace=namespace)
@@ -96,6 +103,13 @@ async def _create(api: RestKubeAPI, kind: str, namespace: str, body: Json) -> No
         await api.request("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", body=body)
     elif kind == "sts":
         await api.request("POST", f"/apis/apps/v1/namespaces/{namespace}/statefulsets", body=body)
+    elif kind == "pg":
+        await api.request("POST", f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups", body=body)
+        name = body["metadata"]["name"]
+        for i in range(body["spec"]["schedulingPolicy"]["gang"]["minCount"]):
+            pod = group_pod(name, f"{name}-{i}", rank=i, namespace=namespace)
+            pod["metadata"].pop("uid")
+            await api.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=pod)
     else:
         path = f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{namespace}/leaderworkersets"
         lws = await api.request("POST", path, body=body)
@@ -195,7 +209,7 @@ def table(results: list[Json]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Parse the flags, run, print the table, write ``--json``."""
     parser = argparse.ArgumentParser(prog="build/bench.sh --kinds", description=__doc__.splitlines()[0])
-    parser.add_argument("--kinds", type=lambda s: s.split(","), default=list(KINDS), help="job,sts,lws")
+    parser.add_argument("--kinds", type=lambda s: s.split(","), default=list(DEFAULT_KINDS), help="job,sts,lws (default), pg")
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--pods", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=600.0)
