@@ -48,6 +48,9 @@ log = structlog.get_logger()
 
 #: How often a job whose spec cannot be written is looked at again.
 RECHECK_INVALID_SECONDS = 60.0
+#: How long a pod names a PodGroup that nothing serves before it is reported (``PodGroupNotServed``):
+#: a group created together with its pods may reach the controller's cache a little after them.
+UNSERVED_GRACE_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +168,7 @@ class Agent:
         pods_on_node: Callable[[str], list[PodRecord]] | None = None,
         max_members: int = DEFAULT_MAX_MEMBERS,
         touch_max_members: int = DEFAULT_TOUCH_MAX_MEMBERS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._api = api
         self._max_members = max_members
@@ -183,8 +187,10 @@ class Agent:
         self._hccl_version = hccl_version
         self._workers: dict[JobKey, JobWorker] = {}
         self._last_ready: dict[JobKey, float] = {}
-        #: By PodGroup job key nothing serves: the pods naming it reported already (see _report_unserved_group).
-        self._unserved: dict[JobKey, set[PodUID]] = {}
+        #: By PodGroup job key nothing serves: the pods naming it, when each was first found so, and
+        #: whether it was reported (see _report_unserved_group).
+        self._unserved: dict[JobKey, dict[PodUID, tuple[float, bool]]] = {}
+        self._clock = clock
 
     # Event handlers: enqueue only. -------------------------------------------
 
@@ -239,7 +245,9 @@ class Agent:
                 log.info("job.forgotten", job=key)
             self._last_ready.pop(key, None)
             if key.startswith(podgroup.SHORT + "/"):
-                await self._report_unserved_group(key)
+                wait = await self._report_unserved_group(key)
+                if wait is not None:
+                    return Result.after(wait)
             return DONE
         worker = self._workers.get(key)
         if worker is None:
@@ -267,12 +275,15 @@ class Agent:
             return Result.after(RECHECK_INVALID_SECONDS)
         return DONE
 
-    async def _report_unserved_group(self, key: JobKey) -> None:
-        """Warn on each live pod that names PodGroup ``key`` when nothing serves that pod: the group
+    async def _report_unserved_group(self, key: JobKey) -> float | None:
+        """Warn on each live pod that names PodGroup ``key`` while nothing serves that pod: the group
         does not exist or is not labelled, and its owner (if any) is no served workload either.
 
         A pod whose own workload is served (an Indexed Job whose pods name the Job controller's
-        unlabelled PodGroup) is fine. Each pod is reported once while it stays unserved."""
+        unlabelled PodGroup) is fine. A pod is reported once it has been unserved for
+        :data:`UNSERVED_GRACE_SECONDS` (a group created with its pods may reach this cache after
+        them), then not again while it stays so. Returns the seconds until the next pod is due,
+        None when none waits."""
         pods = [
             p
             for p in self._pods(key)
@@ -281,16 +292,27 @@ class Agent:
             and p.phase not in ("Succeeded", "Failed")
             and (p.job is None or self._workload(p.job) is None)
         ]
-        reported = self._unserved.get(key, set())
-        now = {p.uid for p in pods}
-        if now:
-            self._unserved[key] = now
+        now = self._clock()
+        before = self._unserved.get(key, {})
+        seen = {p.uid: before.get(p.uid, (now, False)) for p in pods}
+        due: list[PodRecord] = []
+        wait: float | None = None
+        for pod in pods:
+            first, reported = seen[pod.uid]
+            if reported:
+                continue
+            left = first + UNSERVED_GRACE_SECONDS - now
+            if left <= 0:
+                due.append(pod)
+                seen[pod.uid] = (first, True)
+            else:
+                wait = left if wait is None else min(wait, left)
+        if seen:
+            self._unserved[key] = seen
         else:
             self._unserved.pop(key, None)
         name = key.rpartition("/")[2]
-        for pod in pods:
-            if pod.uid in reported:
-                continue
+        for pod in due:
             message = (
                 f"pod {pod.name} names PodGroup {name} (spec.schedulingGroup), which does not exist or lacks the "
                 "controller's selection label; no other served workload owns the pod, so no spec lists it"
@@ -309,6 +331,7 @@ class Agent:
                 reason="PodGroupNotServed",
                 message=message,
             )
+        return wait
 
     def status(self, key: JobKey) -> WorkerStatus | None:
         """The spec status last settled for ``key`` (for health and tests)."""

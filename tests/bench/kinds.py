@@ -209,7 +209,9 @@ def table(results: list[Json]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Parse the flags, run, print the table, write ``--json``."""
     parser = argparse.ArgumentParser(prog="build/bench.sh --kinds", description=__doc__.splitlines()[0])
-    parser.add_argument("--kinds", type=lambda s: s.split(","), default=list(DEFAULT_KINDS), help="job,sts,lws (default), pg")
+    parser.add_argument(
+        "--kinds", type=lambda s: s.split(","), default=list(DEFAULT_KINDS), help="job,sts,lws (default), pg"
+    )
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--pods", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=600.0)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from agent.agent import Agent
+from agent.agent import DONE, UNSERVED_GRACE_SECONDS, Agent, Result
 from agent.decide import decide, explain
 from model import indexedjob, podgroup
 from model import statefulset as sts_model
@@ -221,6 +221,7 @@ class Caches:
         self.api = MemoryAPI()
         self.workloads: dict[JobKey, WorkloadRecord] = {}
         self.pods: dict[JobKey, list[PodRecord]] = {}
+        self.now = 1000.0
 
     def agent(self) -> Agent:
         return Agent(
@@ -229,6 +230,7 @@ class Caches:
             workload=self.workloads.get,
             pods=lambda key: self.pods.get(key, []),
             configmap=lambda _key: None,
+            clock=lambda: self.now,
         )
 
 
@@ -236,8 +238,15 @@ async def test_a_pod_naming_an_unserved_group_gets_one_warning_and_a_metric_and_
     caches = Caches()
     caches.pods[KEY] = [running("a", 0, 1), running("b", 1, 2)]
     agent = caches.agent()
-    await agent.sync(KEY)
-    await agent.sync(KEY)  # the same pods again: reported once
+    # At first sight nothing: the group may just not have reached the cache yet; look again later.
+    assert await agent.sync(KEY) == Result.after(UNSERVED_GRACE_SECONDS)
+    caches.now += UNSERVED_GRACE_SECONDS - 1
+    assert await agent.sync(KEY) == Result.after(1)
+    await agent.events.drain()
+    assert caches.api.events == []
+    caches.now += 1
+    assert await agent.sync(KEY) == DONE
+    assert await agent.sync(KEY) == DONE  # the same pods again: reported once
     await agent.events.drain()
     assert caches.api.events == [("Warning", "PodGroupNotServed")] * 2
     assert all("names PodGroup tf" in m for m in caches.api.event_messages)
@@ -252,9 +261,24 @@ async def test_a_pod_served_by_its_own_workload_may_name_an_unlabelled_group() -
     caches.workloads[JobKey("job/default/train")] = indexedjob.workload_record(job, label_key=LABEL)
     caches.pods[KEY] = [pod_record(_in_group(job_pod(job, index=0, ip="127.1.0.1", phase="Running")))]
     agent = caches.agent()
-    await agent.sync(KEY)
+    assert await agent.sync(KEY) == DONE
+    caches.now += UNSERVED_GRACE_SECONDS
+    assert await agent.sync(KEY) == DONE
     await agent.events.drain()
     assert caches.api.events == []
+
+
+async def test_a_group_that_arrives_within_the_grace_serves_its_pods_and_nothing_is_reported() -> None:
+    caches = Caches()
+    caches.pods[KEY] = [running("b", 1, 2), running("a", 0, 1)]
+    agent = caches.agent()
+    await agent.sync(KEY)  # the pods first
+    caches.now += 1
+    caches.workloads[KEY] = record(pod_group("tf", 2, uid="pg-uid"))  # then the group
+    assert await agent.sync(KEY) == DONE
+    caches.now += UNSERVED_GRACE_SECONDS
+    await agent.events.drain()
+    assert caches.api.events == [("Normal", "SpecCompleted")]
 
 
 async def test_a_labelled_group_completes_its_spec_from_its_pods() -> None:
