@@ -249,6 +249,7 @@ class Agent:
                 if wait is not None:
                     return Result.after(wait)
             return DONE
+        self._unserved.pop(key, None)
         worker = self._workers.get(key)
         if worker is None:
             worker = self._workers[key] = JobWorker(
