@@ -119,7 +119,9 @@ def test_an_indexed_jobs_pods_in_a_labelled_group_are_ranked_by_completion_index
 ) -> None:
     _create_group(k8s, namespace, pod_group("trainers", 3))
     body = indexed_job("train", 3, namespace=namespace)
-    body["metadata"]["labels"] = {}  # the group is the job, not the Job
+    # The group is the job, not the Job: a label of its own, since a Job without labels takes its
+    # pod template's (the API server's defaulting), the selection label included.
+    body["metadata"]["labels"] = {"app": "train"}
     body["spec"]["template"]["spec"]["schedulingGroup"] = {"podGroupName": "trainers"}
     k8s.batch.create_namespaced_job(namespace, body)
     spec = wait_spec(k8s, namespace, "rings-config-trainers")
