@@ -38,6 +38,7 @@ from model.keys import (
     JOB_NAME_LEGACY_LABEL,
     JOBSET_GROUP,
 )
+from model.podgroup import group_of
 from model.records import JobKey, WorkloadRecord, count, job_key, runtime_of, workload
 from model.template import task_spec, template_label_error
 
@@ -104,6 +105,7 @@ def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord:
         tasks=tasks,
         error=error,
         served=served,
+        in_group=group_of(str(meta.get("namespace", "")), template.get("spec") or {}),
         waiting=waiting,
         index_source=f"label or annotation {JOB_COMPLETION_INDEX}",
     )

@@ -26,8 +26,10 @@ carrying the selection label is a job of its own:
 The pod keeps its identity in its owner's kind too (:attr:`model.records.PodRecord.group`
 is the second job key): the Job controller's own PodGroups (feature gate
 ``WorkloadWithJob``) carry no labels, so a labelled Indexed Job whose pods
-name such a group is still served as that Job. Label either the workload or
-the PodGroup, not both: each labelled one is a job, with its own ConfigMap.
+name such a group is still served as that Job. A workload whose pod
+template names a labelled PodGroup serves nothing of its own
+(:attr:`model.records.WorkloadRecord.in_group`, :mod:`model.serving`): the
+group is the job.
 """
 
 from __future__ import annotations

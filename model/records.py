@@ -161,6 +161,9 @@ class WorkloadRecord:
     #: (``index_out_of_range``), rather than a pod left over from a scale down
     #: (a PodGroup's ranks are written by people).
     strict_range: bool = False
+    #: The PodGroup its pod template names (``spec.schedulingGroup``), None if none: while that
+    #: PodGroup is a job (labelled), the pods are served through it, not by this workload.
+    in_group: JobKey | None = None
 
     @property
     def job_name(self) -> str:

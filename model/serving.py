@@ -9,6 +9,10 @@ TrainJob's worker. The rules, in one place:
 - A workload that runs several jobs (a LeaderWorkerSet's groups) serves
   each under ``<its key>-<group>`` (:meth:`~model.records.WorkloadRecord.for_group`),
   for the groups it has now; its own key serves nothing.
+- A workload whose pod template names a PodGroup (``spec.schedulingGroup``)
+  serves nothing while that PodGroup is a job (labelled): its pods are
+  served through the group (:mod:`model.podgroup`); with the group absent
+  or unlabelled it serves its key as usual.
 - A TrainJob takes its JobSet's restart count as its version (the JobSet
   "lends" it), so pods of older attempts never count.
 - A TrainJob without ``spec.trainer.numNodes`` takes its
@@ -25,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from model import trainjob
-from model.kinds import KINDS, WorkloadKind
+from model.kinds import KINDS, POD_GROUP, WorkloadKind
 from model.records import JobKey, WorkloadRecord, split_group
 
 #: ``lookup(kind, "<namespace>/<name>")``: the cached record of that kind, None
@@ -43,6 +47,10 @@ def serving_workload(key: JobKey, *, lookup: Lookup, runtime_nodes: RuntimeNodes
     if not found:
         return _group(key, lookup=lookup)
     served = next((r for r in found if r.served and not r.groups), None)
+    if served is not None and served.in_group is not None:
+        namespace, _, name = served.in_group.partition("/")[2].partition("/")
+        if lookup(POD_GROUP, f"{namespace}/{name}") is not None:
+            return None  # its pods are served through the labelled PodGroup they name
     if served is None or served.kind != trainjob.KIND:
         return served
     lender = next((r for r in found if not r.served), None)

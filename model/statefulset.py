@@ -25,6 +25,7 @@ from typing import Any
 
 from model.identity import PodIdentity, int_or_none, meta_value
 from model.keys import LWS_GROUP, STATEFULSET_POD_INDEX
+from model.podgroup import group_of
 from model.records import JobKey, WorkloadRecord, count, job_key, runtime_of, workload
 from model.template import task_spec, template_label_error
 
@@ -74,6 +75,7 @@ def workload_record(raw: Json, *, label_key: str) -> WorkloadRecord:
         tasks=(replace(task, first_index=start),),
         error=error,
         served=served,
+        in_group=group_of(str(meta.get("namespace", "")), template.get("spec") or {}),
         index_source=f"label {STATEFULSET_POD_INDEX}",
     )
 

@@ -65,7 +65,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from agent.agent import Agent
 from agent.api import NotFound
-from model import trainjob
+from model import podgroup, trainjob
 from model.configmap import configmap_record
 from model.hypernode import HyperNode, HyperNodeIndex, hypernode_record
 from model.keys import MANAGED_LABEL, MANAGED_VALUE
@@ -248,6 +248,12 @@ class Controller:
 
     def _on_workload(self, old: WorkloadRecord | None, new: WorkloadRecord | None) -> None:
         self.agent.on_workload(old, new)
+        record = new or old
+        if record is not None and record.kind == podgroup.KIND and (old is None or new is None):
+            # A PodGroup came or went: the workloads whose pods name it serve their keys or not.
+            for pod in self.pods.by_index("job", record.key, namespace=record.namespace):
+                if pod.job is not None:
+                    self._enqueue(pod.job)
 
     def _on_pod(self, old: PodRecord | None, new: PodRecord | None) -> None:
         self.agent.on_pod(old, new)

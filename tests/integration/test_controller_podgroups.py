@@ -118,12 +118,14 @@ def test_an_indexed_jobs_pods_in_a_labelled_group_are_ranked_by_completion_index
     k8s: Any, namespace: str, controller: ControllerProcess
 ) -> None:
     _create_group(k8s, namespace, pod_group("trainers", 3))
+    wait_spec(k8s, namespace, "rings-config-trainers", status="initializing")  # the controller has the group
     body = indexed_job("train", 3, namespace=namespace)
-    # The group is the job, not the Job: a label of its own, since a Job without labels takes its
-    # pod template's (the API server's defaulting), the selection label included.
-    body["metadata"]["labels"] = {"app": "train"}
+    # A Job without labels takes its pod template's (the API server's defaulting), the selection
+    # label included: the Job is labelled too, and is served through the group its pods name.
+    body["metadata"]["labels"] = {}
     body["spec"]["template"]["spec"]["schedulingGroup"] = {"podGroupName": "trainers"}
-    k8s.batch.create_namespaced_job(namespace, body)
+    job = k8s.batch.create_namespaced_job(namespace, body)
+    assert job.metadata.labels.get("ring-controller.atlas") == "tensorflow"
     spec = wait_spec(k8s, namespace, "rings-config-trainers")
     assert spec["job"]["kind"] == "PodGroup"
     pods = _pods(k8s, namespace)

@@ -311,3 +311,27 @@ def test_the_shipped_example_is_one_valid_group_whose_pods_rank_0_and_1_and_moun
         (0, "tf-gang-chief", 2222),
         (1, "tf-gang-worker", 2222),
     ]
+
+
+def test_a_job_whose_template_names_a_labelled_group_is_served_through_the_group() -> None:
+    job = indexed_job("train", 2, uid="job-uid")
+    job["spec"]["template"]["spec"]["schedulingGroup"] = {"podGroupName": "tf"}
+    job_rec = indexedjob.workload_record(job, label_key=LABEL)
+    assert job_rec.in_group == KEY
+    group = record(pod_group("tf", 2, uid="pg-uid"))
+    cached: dict[tuple[str, str], WorkloadRecord] = {("job", "default/train"): job_rec}
+
+    def serve(key: str) -> WorkloadRecord | None:
+        return serving_workload(
+            JobKey(key), lookup=lambda kind, name: cached.get((kind.short, name)), runtime_nodes=lambda _: None
+        )
+
+    assert serve("job/default/train") == job_rec  # the group is not a job (absent or unlabelled)
+    cached[("pg", "default/tf")] = group
+    assert serve("job/default/train") is None  # the labelled group is the job
+    assert serve("pg/default/tf") == group
+    # A StatefulSet too.
+    sts = statefulset("db", 2, uid="sts-uid")
+    sts["spec"]["template"]["spec"]["schedulingGroup"] = {"podGroupName": "tf"}
+    cached[("sts", "default/db")] = sts_model.workload_record(sts, label_key=LABEL)
+    assert serve("sts/default/db") is None
