@@ -155,7 +155,7 @@ async def run(args: argparse.Namespace) -> Json:
     load_start = os.getloadavg()
     plans = plan_jobs(jobs=args.jobs, pods=args.pods, devices=args.devices)
     total = args.jobs * args.pods
-    nodes = max(4, math.ceil(total / (PODS_PER_NODE * NODE_FILL)))
+    nodes = max(4, math.ceil(total / (args.pods_per_node or PODS_PER_NODE * NODE_FILL)))
     say(f"cluster in {args.state_dir} with {nodes} kwok nodes")
     cluster = await asyncio.to_thread(
         ensure_up, state_dir=args.state_dir, nodes=nodes, say=lambda m: say(f"devcluster: {m}")
@@ -322,6 +322,7 @@ async def _measure(
             "churn_mode": args.churn_mode if args.churn else None,
             "create_qps": args.create_qps or None,
             "touch_max_members": _touch_ceiling(args.controller_arg or []),
+            "pods_per_node": args.pods_per_node or PODS_PER_NODE * NODE_FILL,
             "command": " ".join(["build/bench.sh", *sys.argv[1:]]),
         },
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started_wall)),
@@ -776,6 +777,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="the local cluster's state directory (default .state/bench)",
     )
     p.add_argument("--concurrency", type=int, default=16, help="API requests in flight while creating (default 16)")
+    p.add_argument(
+        "--pods-per-node",
+        type=int,
+        default=0,
+        help=f"kwok nodes for this many pods each (default {PODS_PER_NODE * NODE_FILL:g}); kwok's address pool "
+        "does not stop at a node's /24, and at 200 pods a node it handed pod IPs out twice, which gave two "
+        "members of a 20,000-member job the same address (the controller then refuses the spec: AddressCollision)",
+    )
     p.add_argument(
         "--create-qps",
         type=float,

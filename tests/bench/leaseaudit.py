@@ -3,8 +3,9 @@
 The dev cluster audits every Lease ``create``/``update`` at ``Request``
 level (``build/devcluster``'s audit policy), so the log holds, per renewal,
 when the server received the write, when it answered, and the ``renewTime``
-the client stamped just before sending it. From those, for the Leases of
-one namespace::
+the client stamped just before sending it. From those, for the first
+leader's term in one namespace (the writes naming the holder of the first
+write; after a fail-over another holder writes)::
 
     python -m tests.bench.leaseaudit --namespace bench-1x20000-d1-c7826c \\
         --audit-log .state/devcluster/logs/audit.log --json OUT.json
@@ -52,6 +53,7 @@ def lease_writes(lines: Iterable[str], namespace: str) -> Json:
     received: list[dt.datetime] = []
     server: list[float] = []
     client: list[float] = []
+    holder: str | None = None
     for line in lines:
         if namespace not in line or '"leases"' not in line:
             continue
@@ -61,16 +63,21 @@ def lease_writes(lines: Iterable[str], namespace: str) -> Json:
             continue
         if entry.get("verb") not in ("create", "update") or entry.get("stage") != "ResponseComplete":
             continue
+        spec = (entry.get("requestObject") or {}).get("spec") or {}
+        holder = spec.get("holderIdentity") if holder is None else holder
+        if spec.get("holderIdentity") != holder:
+            continue  # a later leader's term (after a fail-over)
         got, done = _instant(entry["requestReceivedTimestamp"]), _instant(entry["stageTimestamp"])
         received.append(got)
         server.append((done - got).total_seconds())
-        stamp = ((entry.get("requestObject") or {}).get("spec") or {}).get("renewTime")
+        stamp = spec.get("renewTime")
         if stamp:
             client.append((got - _instant(stamp)).total_seconds())
     received.sort()
     apart = [(b - a).total_seconds() for a, b in zip(received, received[1:], strict=False)]
     return {
         "namespace": namespace,
+        "holder": holder,
         "writes": len(received),
         "first": received[0].isoformat() if received else None,
         "last": received[-1].isoformat() if received else None,

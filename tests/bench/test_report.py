@@ -168,12 +168,12 @@ def test_lease_figures_read_the_renewal_histogram_and_the_elector_log_lines() ->
 
 
 def test_lease_writes_from_the_audit_log() -> None:
-    def entry(ns: str, got: str, done: str, stamp: str, verb: str = "update") -> str:
+    def entry(ns: str, got: str, done: str, stamp: str, verb: str = "update", holder: str = "a") -> str:
         return json.dumps({
             "verb": verb, "stage": "ResponseComplete",
             "objectRef": {"resource": "leases", "namespace": ns, "name": "bench"},
             "requestReceivedTimestamp": got, "stageTimestamp": done,
-            "requestObject": {"spec": {"renewTime": stamp}},
+            "requestObject": {"spec": {"renewTime": stamp, "holderIdentity": holder}},
         })  # fmt: skip
 
     lines = [
@@ -183,9 +183,16 @@ def test_lease_writes_from_the_audit_log() -> None:
         entry("other", "2026-12-03T09:00:01.000000Z", "2026-12-03T09:00:01.100000Z", "2026-12-03T09:00:01.000000Z"),
         entry("ns", "2026-12-03T09:00:03.500000Z", "2026-12-03T09:00:05.500000Z", "2026-12-03T09:00:02.500000Z"),
         '{"verb": "get", "objectRef": {"resource": "pods", "namespace": "ns"}}',
+        entry(
+            "ns",
+            "2026-12-03T09:00:30.000000Z",
+            "2026-12-03T09:00:30.100000Z",
+            "2026-12-03T09:00:30.000000Z",
+            holder="b",
+        ),
     ]
     got = lease_writes(lines, "ns")
-    assert got["writes"] == 2
+    assert got["writes"] == 2 and got["holder"] == "a"  # b's term after a fail-over is not counted
     assert got["apart_s"] == {"count": 1, "min": 3.0, "p50": 3.0, "p90": 3.0, "max": 3.0}
     assert got["server_s"]["max"] == 2.0 and got["server_s"]["min"] == 0.1
     assert got["client_to_server_s"]["max"] == 1.0
