@@ -190,7 +190,8 @@ def test_a_job_waiting_for_quota_gets_its_spec_only_once_admitted_and_running(
     kind: str, k8s: Any, kubeconfig: Path, namespace: str, controller: ControllerProcess
 ) -> None:
     runtime = tensorflow_runtime(f"tf-{namespace}")
-    with queue(k8s, namespace, quota={"cpu": "2"}) as lq, cluster_runtime(k8s, runtime):
+    # memory: the example runtime's init container requests some, and Kueue admits no undeclared resource
+    with queue(k8s, namespace, quota={"cpu": "2", "memory": "4Gi"}) as lq, cluster_runtime(k8s, runtime):
         _queued_jobset(k8s, namespace, "first", pods=2, lq=lq)
         wait_spec(k8s, namespace, "rings-config-first", timeout=90)  # admitted, its pods run: the quota is used up
         with spec_log(k8s, namespace, "rings-config-second") as log:
@@ -296,7 +297,8 @@ def test_topology_aware_admission_places_the_pods_and_topology_ranks_follow_the_
         admitted = _workload(k8s, namespace, "JobSet", "tas", until="Admitted")
         spec = wait_spec(k8s, namespace, "rings-config-tas", timeout=90)
     (assignment,) = admitted["status"]["admission"]["podSetAssignments"]
-    assert assignment["topologyAssignment"]["levels"] == [SPINE, RACK, HOSTNAME]
+    # Kueue records the assignment at its lowest level (each pod's node); the levels above follow from the nodes
+    assert assignment["topologyAssignment"]["levels"] == [HOSTNAME]
     pods = {p.metadata.uid: p for p in jobset_pods(k8s, namespace, "tas")}
     for m in spec["members"]:
         pod = pods[m["uid"]]

@@ -40,6 +40,8 @@ Renderers:
 - ``second-network`` (docs/performance.md): bytes each TensorFlow worker sent
   on its two interfaces while training over the second pod network
   (``second-network.json``).
+- ``kueue-tier`` (docs/performance.md): the opt-in Kueue tier's latest run,
+  from ``kueue.json`` (``build/kueue.sh --record``).
 """
 
 from __future__ import annotations
@@ -455,6 +457,29 @@ def second_network() -> str:
     return "\n".join(lines)
 
 
+def kueue_tier() -> str:
+    """The Kueue tier's latest run (``kueue.json``): when, the command, build/up/test times, each test's outcome."""
+    doc = _load("kueue.json")
+    versions = ", ".join(f"{k} {v}" for k, v in doc["versions"].items())
+    built = ", ".join(f"{k} {v}" for k, v in doc["built"].items())
+    seconds = doc["seconds"]
+    lines = [
+        f"`{doc['command']}`, {doc['date']} ({versions}): **{doc['outcome']}**, {doc['passed']} passed, "
+        f"{doc['failed']} failed, {doc['errors']} errors, {doc['skipped']} skipped. Build step "
+        f"{seconds['build']} s ({built}), `up` {seconds['up']} s, tests {seconds['tests']} s.",
+    ]
+    for name, last in doc.get("last_build", {}).items():
+        if doc["built"].get(name) == "cached":
+            lines.append(f"Last build of {name}: {last['time']} (`{last['command']}`, {last['date']}).")
+    lines += [
+        "",
+        "| test | outcome | seconds |",
+        "|---|---|---|",
+    ]
+    lines += [f"| `{t['name']}` | {t['outcome']} | {t['seconds']:.1f} |" for t in doc["tests"]]
+    return "\n".join(lines)
+
+
 #: Block name -> its renderer.
 BLOCKS: dict[str, Callable[[], str]] = {
     "daemon-flags": daemon_flags,
@@ -473,6 +498,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "topology-effect": topology_effect,
     "second-network": second_network,
     **scaleblocks.BLOCKS,
+    "kueue-tier": kueue_tier,
 }
 
 
