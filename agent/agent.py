@@ -39,6 +39,7 @@ from agent.metrics import AgentMetrics, private
 from agent.worker import JobWorker, WorkerStatus
 from model import podgroup
 from model.keys import DEFAULT_MAX_MEMBERS, DEFAULT_TOUCH_MAX_MEMBERS
+from model.kinds import short_name
 from model.pod import job_pods
 from model.records import ConfigMapRecord, JobKey, ObjectKey, PodRecord, PodUID, WorkloadRecord, object_key
 from model.topology import RankOrder
@@ -128,7 +129,8 @@ class BackgroundEvents:
             self.metrics.events_dropped.labels(verdict).inc()
             log.debug("event.dropped", cause=verdict, reason=reason, involved=involved.get("name"))
             return
-        self.metrics.events.labels(event_type, reason).inc()
+        kind = short_name(api_version=str(involved.get("apiVersion", "")), kind=str(involved.get("kind", "")))
+        self.metrics.events.labels(kind, event_type, reason).inc()
         send = self._send(involved=involved, event_type=event_type, reason=reason, message=message)
         if len(self._pending) >= self._limit:
             await send
@@ -241,7 +243,7 @@ class Agent:
         if workload is None:
             worker = self._workers.pop(key, None)
             if worker is not None:
-                self._count(worker.status, -1)
+                self._count(worker.kind, worker.status, -1)
                 log.info("job.forgotten", job=key)
             self._last_ready.pop(key, None)
             if key.startswith(podgroup.SHORT + "/"):
@@ -261,15 +263,15 @@ class Agent:
                 max_members=self._max_members,
                 touch_max_members=self._touch_max_members,
             )
-        before = worker.status
+        before, was = worker.status, worker.kind
         cm = self._configmap(object_key(workload.namespace, workload.configmap))
         try:
             pods = job_pods(key, self._pods(key))
             await worker.sync(workload, pods, cm, last_ready=self._last_ready.get(key), order=self._order)
         finally:
-            if worker.status != before:
-                self._count(before, -1)
-                self._count(worker.status, +1)
+            if (worker.kind, worker.status) != (was, before):
+                self._count(was, before, -1)
+                self._count(worker.kind, worker.status, +1)
         if worker.status == STATUS_INVALID:
             # What blocks it (a foreign ConfigMap, another job's) may go away
             # without an event this controller watches: look again later.
@@ -339,9 +341,9 @@ class Agent:
         worker = self._workers.get(key)
         return worker.status if worker else None
 
-    def _count(self, status: WorkerStatus, delta: int) -> None:
+    def _count(self, kind: str, status: WorkerStatus, delta: int) -> None:
         if status:
-            self.metrics.jobs.labels(status).inc(delta)
+            self.metrics.jobs.labels(kind, status).inc(delta)
 
 
 def _up(pod: PodRecord) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from agent.decide import JOB_STATUSES
+from model.kinds import label_values
 
 __all__ = ["SPEC_LATENCY_BUCKETS", "AgentMetrics", "private"]
 
@@ -22,9 +23,14 @@ SPEC_LATENCY_BUCKETS: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 class AgentMetrics:
     """The write path's, the jobs' and the Events' metrics, registered on ``registry``.
 
-    Every ``status`` of ``ringcontroller_jobs`` (:data:`agent.decide.JOB_STATUSES`)
-    exists from the start at 0 (as controller-runtime does for its result
-    labels): a status no job has reached yet is a 0, not a missing series, so
+    Every per-job metric has a ``kind`` label: the short name of the job's
+    workload kind (``vcjob``, ``trainjob``, ``jobset``, ``deploy``, ``job``,
+    ``lws``, ``sts``: :func:`model.kinds.short_name`), so its values are
+    bounded by the kinds the controller serves, never by the jobs. Every
+    ``kind`` and ``status`` of ``ringcontroller_jobs``
+    (:data:`agent.decide.JOB_STATUSES`) exists from the start at 0 (as
+    controller-runtime does for its result labels): a status no job has
+    reached yet is a 0, not a missing series, so
     ``ringcontroller_jobs{status="invalid"}`` exists on every replica and the
     alert on it and the dashboard read a value.
     """
@@ -32,42 +38,44 @@ class AgentMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.configmap_writes = Counter(
             "ringcontroller_configmap_writes_total",
-            "ConfigMap writes by verb and result (ok, conflict, not_found, error).",
-            ["verb", "result"],
+            "ConfigMap writes by workload kind, verb and result (ok, conflict, not_found, error).",
+            ["kind", "verb", "result"],
             registry=registry,
         )
         self.pod_touches = Counter(
             "ringcontroller_pod_touches_total",
             "Member pods annotated with the epoch of their completed spec (so the kubelet refreshes the mounted "
             "ConfigMap at once), by result (ok, gone, forbidden, error; skipped: members of a job over "
-            "--touch-max-members, left to the kubelet's periodic sync).",
-            ["result"],
+            "--touch-max-members, left to the kubelet's periodic sync), by workload kind.",
+            ["kind", "result"],
             registry=registry,
         )
         self.invalid_inputs = Counter(
             "ringcontroller_invalid_inputs_total",
-            "Bad inputs found on workloads, pods and ConfigMaps, by reason.",
-            ["reason"],
+            "Bad inputs found on workloads, pods and ConfigMaps, by workload kind and reason.",
+            ["kind", "reason"],
             registry=registry,
         )
         self.jobs = Gauge(
             "ringcontroller_jobs",
-            "Jobs tracked, by the status of their spec (initializing, completed, invalid).",
-            ["status"],
+            "Jobs tracked, by workload kind and the status of their spec (initializing, completed, invalid).",
+            ["kind", "status"],
             registry=registry,
         )
-        for status in JOB_STATUSES:
-            self.jobs.labels(status)
+        for kind in label_values():
+            for status in JOB_STATUSES:
+                self.jobs.labels(kind, status)
         self.spec_latency = Histogram(
             "ringcontroller_spec_latency_seconds",
-            "Time from the last member seen ready to the completed spec written.",
+            "Time from the last member seen ready to the completed spec written, by workload kind.",
+            ["kind"],
             buckets=SPEC_LATENCY_BUCKETS,
             registry=registry,
         )
         self.events = Counter(
             "ringcontroller_events_total",
-            "Kubernetes Events emitted, by type and reason.",
-            ["type", "reason"],
+            "Kubernetes Events emitted, by the kind of the workload they are about, type and reason.",
+            ["kind", "type", "reason"],
             registry=registry,
         )
         self.events_dropped = Counter(

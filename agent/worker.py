@@ -52,6 +52,7 @@ from agent.decide import STATUS_INVALID, Decision, JobStatus, Problem, blocked, 
 from agent.metrics import AgentMetrics, private
 from model.configmap import configmap_body, configmap_record
 from model.keys import DEFAULT_MAX_MEMBERS, DEFAULT_TOUCH_MAX_MEMBERS, EPOCH_ANNOTATION
+from model.kinds import OTHER_KIND, short_name
 from model.records import ConfigMapRecord, PodRecord, WorkloadRecord
 from model.topology import RankOrder
 from ranktable.clusterspec import CLUSTER_FILE, STATUS_COMPLETED, ClusterSpec, SpecError, spec_from_json
@@ -95,6 +96,11 @@ def _written(cm: ConfigMapRecord) -> Written:
     except SpecError:
         files, spec = {}, None  # unreadable: rewritten from scratch, epoch restarts
     return Written(uid=cm.uid, resource_version=cm.resource_version, data=files, spec=spec)
+
+
+def _kind(workload: WorkloadRecord) -> str:
+    """The ``kind`` label of ``workload``'s metrics (:func:`model.kinds.short_name`)."""
+    return short_name(api_version=workload.api_version, kind=workload.kind)
 
 
 class Untouchable(Exception):
@@ -143,6 +149,8 @@ class JobWorker:
         self._touched: dict[str, tuple[str, str]] = {}
         self.written: Written | None = None
         self.status: WorkerStatus = STATUS_UNSETTLED
+        #: The ``kind`` label of the job's metrics, from the workload of the last ``sync``.
+        self.kind: str = OTHER_KIND
         self._reported: set[tuple[str, str]] = set()
         self._completed_epoch: int | None = None
         # The last completed spec settled: while a replaced member comes up the
@@ -166,6 +174,7 @@ class JobWorker:
         ready, for the latency metric; ``order`` the controller's rank order.
         """
         bound = log.bind(job=workload.key, configmap=workload.configmap)
+        self.kind = _kind(workload)
         try:
             base = await self._base(workload, cm)
             for _ in range(MAX_CONFLICTS):
@@ -191,7 +200,9 @@ class JobWorker:
                 try:
                     self.written = await self._write(workload, decision, base)
                 except Conflict:
-                    self.metrics.configmap_writes.labels("update" if base else "create", "conflict").inc()
+                    self.metrics.configmap_writes.labels(
+                        _kind(workload), "update" if base else "create", "conflict"
+                    ).inc()
                     base = await self._fetch(workload)
                     continue
                 bound.info(
@@ -258,9 +269,9 @@ class JobWorker:
         if base is not None:
             try:
                 raw = await self._api.replace_configmap(workload.namespace, workload.configmap, body)
-                self.metrics.configmap_writes.labels("update", "ok").inc()
+                self.metrics.configmap_writes.labels(_kind(workload), "update", "ok").inc()
             except NotFound:
-                self.metrics.configmap_writes.labels("update", "not_found").inc()
+                self.metrics.configmap_writes.labels(_kind(workload), "update", "not_found").inc()
                 del body["metadata"]["resourceVersion"]
                 raw = await self._create(workload, body)
         else:
@@ -276,7 +287,7 @@ class JobWorker:
 
     async def _create(self, workload: WorkloadRecord, body: dict[str, object]) -> dict[str, object]:
         raw = await self._api.create_configmap(workload.namespace, body)  # Conflict: name taken
-        self.metrics.configmap_writes.labels("create", "ok").inc()
+        self.metrics.configmap_writes.labels(_kind(workload), "create", "ok").inc()
         return raw
 
     async def _settled(
@@ -301,7 +312,7 @@ class JobWorker:
         if not wrote:
             return  # found completed (e.g. after a restart): already announced
         if last_ready is not None:
-            self.metrics.spec_latency.observe(max(0.0, time.monotonic() - last_ready))
+            self.metrics.spec_latency.labels(_kind(workload)).observe(max(0.0, time.monotonic() - last_ready))
         bound.info("ranktable.completed", epoch=spec.epoch, members=len(spec.members))
         await self._event(
             workload,
@@ -357,7 +368,7 @@ class JobWorker:
         results = await asyncio.gather(*(touch(p) for p in stale), return_exceptions=True)
         failed = [r for r in results if isinstance(r, BaseException)]
         for result in results:
-            self.metrics.pod_touches.labels(result if isinstance(result, str) else "error").inc()
+            self.metrics.pod_touches.labels(_kind(workload), result if isinstance(result, str) else "error").inc()
         if "forbidden" in results:
             self._touch_forbidden = spec.epoch
             bound.warning(
@@ -381,7 +392,7 @@ class JobWorker:
         if self._touch_skipped == spec.epoch:
             return
         self._touch_skipped = spec.epoch
-        self.metrics.pod_touches.labels("skipped").inc(pods)
+        self.metrics.pod_touches.labels(_kind(workload), "skipped").inc(pods)
         message = (
             f"{len(spec.members):,} members is over --touch-max-members {self._touch_max_members:,}: "
             f"{pods:,} pods mounting the spec are not touched (one pod write each); their file arrives with the "
@@ -399,7 +410,7 @@ class JobWorker:
             if key in self._reported:
                 continue
             self._reported.add(key)
-            self.metrics.invalid_inputs.labels(problem.reason).inc()
+            self.metrics.invalid_inputs.labels(_kind(workload), problem.reason).inc()
             bound.warning("input.invalid", reason=problem.reason, message=problem.message)
             await self._event(workload, "Warning", _event_reason(problem.reason), problem.message)
 

@@ -103,3 +103,21 @@ def identify_pod(meta: Json) -> PodIdentity | None:
             if identity is not None:
                 return identity
     return None
+
+
+#: The ``kind`` label of a workload no row describes (never expected: the
+#: label's values stay :data:`KINDS`' short names plus this one).
+OTHER_KIND = "other"
+_SHORT_BY_API: dict[tuple[str, str], str] = {(k.api_version, k.kind): k.short for k in KINDS}
+
+
+def short_name(*, api_version: str, kind: str) -> str:
+    """The short name (``vcjob``, ``lws``, ...) of the watched kind ``kind`` of ``api_version``;
+    :data:`OTHER_KIND` for a kind no row describes. The metrics' ``kind`` label: its values are
+    bounded by the table, whatever the objects say."""
+    return _SHORT_BY_API.get((api_version, kind), OTHER_KIND)
+
+
+def label_values() -> tuple[str, ...]:
+    """Every value :func:`short_name` can return, in :data:`KINDS` order."""
+    return (*(k.short for k in KINDS), OTHER_KIND)

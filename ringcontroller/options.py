@@ -200,7 +200,7 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         default=DEFAULT_MAX_MEMBERS,
         help="the most members one job may ask for: a job asking for more gets no spec, a TooManyMembers Warning "
-        'Event naming this limit, a log line and ringcontroller_invalid_inputs_total{reason="too_many_members"}',
+        'Event naming this limit, a log line and ringcontroller_invalid_inputs_total{kind,reason="too_many_members"}',
     )
     p.add_argument("--default-port", type=int, default=DEFAULT_PORT, help="member port when the pod names none")
     p.add_argument("--metrics-bind-address", default=":8080", help="address of /metrics; '0' disables")

@@ -163,7 +163,7 @@ def test_a_spec_too_large_even_compressed_is_refused_and_the_written_one_stays(
         r"over the ConfigMap limit of 1048576 bytes",
         event.message,
     ), event.message
-    assert 'ringcontroller_invalid_inputs_total{reason="too_large"} 1.0' in controller.metrics()
+    assert controller.metric("ringcontroller_invalid_inputs_total", kind="vcjob", reason="too_large") == 1.0
     # Nothing written over the last good state: the same ConfigMap version, still initializing.
     after = read_configmap(k8s, namespace, "rings-config-huge")
     assert after is not None and after.metadata.resource_version == before.metadata.resource_version

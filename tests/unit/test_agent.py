@@ -15,11 +15,14 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from agent.agent import DONE, RECHECK_INVALID_SECONDS, Agent, Result
+from agent.decide import JOB_STATUSES
+from model import lws
 from model.configmap import configmap_body, configmap_record
+from model.kinds import KINDS, OTHER_KIND, label_values, short_name
 from model.pod import pod_record
 from model.records import ConfigMapRecord, JobKey, ObjectKey, PodRecord, WorkloadRecord
 from model.volcano import workload_record
-from tests.support.factories import volcano_job, volcano_pod
+from tests.support.factories import leader_worker_set, lws_pod, volcano_job, volcano_pod
 from tests.support.memoryapi import MemoryAPI
 from tests.support.metricvalue import value
 
@@ -65,8 +68,8 @@ def _running(raw: Json, n: int) -> list[PodRecord]:
     ]
 
 
-def jobs(agent: Agent, status: str) -> float:
-    return value(agent.metrics.jobs, status=status)
+def jobs(agent: Agent, status: str, *, kind: str = "vcjob") -> float:
+    return value(agent.metrics.jobs, kind=kind, status=status)
 
 
 async def test_a_deleted_workloads_worker_is_forgotten_and_its_gauge_decremented() -> None:
@@ -185,10 +188,41 @@ def test_each_agent_counts_on_its_own_registry_and_nothing_is_registered_at_impo
     from agent.metrics import AgentMetrics
 
     a, b = Caches(MemoryAPI()).agent(), Caches(MemoryAPI()).agent()
-    a.metrics.jobs.labels("completed").inc()
+    a.metrics.jobs.labels("vcjob", "completed").inc()
     assert (jobs(a, "completed"), jobs(b, "completed")) == (1.0, 0.0)
     assert a.events.metrics is a.metrics  # the agent's Events count where the agent does
-    assert DEFAULT.get_sample_value("ringcontroller_jobs", {"status": "completed"}) is None
+    assert DEFAULT.get_sample_value("ringcontroller_jobs", {"kind": "vcjob", "status": "completed"}) is None
     registry = CollectorRegistry()
     AgentMetrics(registry)
-    assert registry.get_sample_value("ringcontroller_jobs", {"status": "invalid"}) == 0.0
+    assert {(k, st): registry.get_sample_value("ringcontroller_jobs", {"kind": k, "status": st})
+            for k in label_values() for st in JOB_STATUSES} == {(k, st): 0.0 for k in label_values() for st in JOB_STATUSES}  # fmt: skip
+
+
+async def test_each_per_job_metric_says_the_kind_of_its_workload() -> None:
+    """A Volcano Job and a LeaderWorkerSet's group: counted apart, under their kinds' short names."""
+    caches = Caches(MemoryAPI())
+    agent = caches.agent()
+    raw, vc = _job("vc")
+    caches.workloads[vc.key], caches.pods[vc.key] = vc, _running(raw, 2)
+    lws_raw = leader_worker_set("llm", replicas=1, size=2, namespace="ns", uid="llm-uid")
+    (group,) = [lws.workload_record(lws_raw, label_key=LABEL).for_group(0)]
+    caches.workloads[group.key] = group
+    caches.pods[group.key] = [
+        pod_record(lws_pod(lws_raw, group=0, worker=w, ip=f"127.2.0.{w + 1}", phase="Running")) for w in range(2)
+    ]
+    for key in (vc.key, group.key):
+        await agent.sync(key)
+    assert {k: jobs(agent, "completed", kind=k) for k in label_values()} == {
+        k: (1.0 if k in ("vcjob", "lws") else 0.0) for k in label_values()
+    }
+    for kind in ("vcjob", "lws"):
+        assert value(agent.metrics.configmap_writes, kind=kind, verb="create", result="ok") == 1.0
+        assert value(agent.metrics.events, kind=kind, type="Normal", reason="SpecCompleted") == 1.0
+
+
+def test_the_kind_label_is_bounded_by_the_kinds_served() -> None:
+    assert short_name(api_version="leaderworkerset.x-k8s.io/v1", kind="LeaderWorkerSet") == "lws"
+    assert short_name(api_version="batch/v1", kind="Job") == "job"
+    assert short_name(api_version="batch.volcano.sh/v1alpha1", kind="Job") == "vcjob"  # same kind, another group
+    assert short_name(api_version="example.com/v1", kind="Anything") == OTHER_KIND
+    assert label_values() == (*(k.short for k in KINDS), OTHER_KIND)

@@ -75,7 +75,7 @@ async def test_a_job_over_the_member_limit_gets_an_event_a_metric_and_keeps_what
     assert _spec(api) == written
     assert api.events[-1] == ("Warning", "TooManyMembers")
     assert "asks for 3 members, over this controller's limit of 2 (--max-members)" in api.event_messages[-1]
-    assert value(w.metrics.invalid_inputs, reason="too_many_members") == 1
+    assert value(w.metrics.invalid_inputs, kind="vcjob", reason="too_many_members") == 1
 
 
 async def test_informer_lagging_our_own_write_costs_no_call() -> None:
@@ -224,12 +224,15 @@ async def test_a_job_over_the_touch_ceiling_is_not_touched_and_says_so_once_per_
     assert _spec(api)["status"] == "completed" and api.touches == []
     assert api.events[-1] == ("Normal", "TouchSkipped")
     assert api.event_messages[-1].startswith("3 members is over --touch-max-members 2: 3 pods mounting the spec")
-    assert value(w.metrics.pod_touches, result="skipped") == 3
+    assert value(w.metrics.pod_touches, kind="vcjob", result="skipped") == 3
     await w.sync(wl, pods, api.record("ns", "rings-config-j"))  # the same epoch again: nothing more said
-    assert api.events.count(("Normal", "TouchSkipped")) == 1 and value(w.metrics.pod_touches, result="skipped") == 3
+    assert (
+        api.events.count(("Normal", "TouchSkipped")) == 1
+        and value(w.metrics.pod_touches, kind="vcjob", result="skipped") == 3
+    )
     at_ceiling = JobWorker(api=MemoryAPI(), touch_max_members=3)
     await at_ceiling.sync(wl, pods, None)
-    assert value(at_ceiling.metrics.pod_touches, result="ok") == 3  # at most the ceiling: touched
+    assert value(at_ceiling.metrics.pod_touches, kind="vcjob", result="ok") == 3  # at most the ceiling: touched
 
 
 async def test_a_failed_touch_is_made_again_by_a_later_sync() -> None:
@@ -308,7 +311,7 @@ async def test_forbidden_touch_is_counted_once_and_not_retried_for_that_epoch() 
     pods = _pods(raw, 2)
     api.pod_error = {p.name: ApiError(403, "Forbidden", "forbidden") for p in pods}
     w = JobWorker(api=api)
-    forbidden = w.metrics.pod_touches.labels("forbidden")
+    forbidden = w.metrics.pod_touches.labels("vcjob", "forbidden")
     before = forbidden._value.get()
     decision = await w.sync(wl, pods, None)  # does not raise: the spec is written, delivery falls back
     assert decision.spec.status == "completed" and _spec(api)["status"] == "completed"
@@ -340,11 +343,11 @@ async def test_replace_of_a_configmap_deleted_under_us_falls_back_to_create() ->
     await w.sync(wl, [], None)
     stale = api.record("ns", "rings-config-j")  # the informer still shows it ...
     del api.cms[("ns", "rings-config-j")]  # ... but it is gone from the server
-    before = value(w.metrics.configmap_writes, verb="update", result="not_found")
+    before = value(w.metrics.configmap_writes, kind="vcjob", verb="update", result="not_found")
     await w.sync(wl, _pods(raw, 2), stale)
     assert api.calls == ["create", "update", "create"]
     assert _spec(api)["status"] == "completed" and w.status == "completed"
-    assert value(w.metrics.configmap_writes, verb="update", result="not_found") == before + 1
+    assert value(w.metrics.configmap_writes, kind="vcjob", verb="update", result="not_found") == before + 1
     assert w.written is not None and w.written.uid == api.cms[("ns", "rings-config-j")]["metadata"]["uid"]
 
 

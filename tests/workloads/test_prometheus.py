@@ -58,7 +58,7 @@ LEADER_SERIES = {
     "workqueue_queue_duration_seconds_bucket": {"name", "le"},
     "workqueue_retries_total": {"name"},
     "leader_election_master_status": {"name"},
-    "ringcontroller_jobs": {"status"},
+    "ringcontroller_jobs": {"kind", "status"},
     "ringcontroller_oldest_incomplete_spec_seconds": set(),
     "ringcontroller_spec_latency_seconds_bucket": {"le"},
     "ringcontroller_configmap_writes_total": {"verb", "result"},
