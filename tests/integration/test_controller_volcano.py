@@ -207,7 +207,8 @@ def test_controller_killed_midway_and_restarted_rebuilds_without_spurious_epoch(
     controller.stop(signal.SIGTERM)
     controller.start()
     wait_for(
-        lambda: 'ringcontroller_jobs{status="completed"} 1.0' in controller.metrics(), what="job synced after restart"
+        lambda: controller.metric("ringcontroller_jobs", kind="vcjob", status="completed") == 1.0,
+        what="job synced after restart",
     )
     assert read_configmap(k8s, namespace, "rings-config-crash").metadata.resource_version == rv
     assert read_spec(k8s, namespace, "rings-config-crash") == spec
