@@ -2,7 +2,7 @@
 # Install everything the tests need and run them all, against a real local
 # Kubernetes control plane (ring-devcluster).
 #
-#   build/test.sh [--with torch] [--with kueue] [pytest args...]
+#   build/test.sh [--with torch] [--with kueue] [--with lws] [pytest args...]
 #   build/test.sh --help          # this text
 #
 # --with torch adds tests/workloads/test_torch_gloo.py (a gloo all-reduce over
@@ -13,6 +13,10 @@
 # jobset,trainer,kueue` in $RING_DEVCLUSTER_KUEUE_STATE, default
 # $RING_DEVCLUSTER_STATE-kueue); Kueue's cold build does not fit CI's budget.
 # build/kueue.sh runs that tier alone.
+# --with lws adds tests/workloads/test_lws_controller.py (LeaderWorkerSets run
+# by the real LWS controller, built from the Go module proxy: minutes cold) on
+# a cluster of its own, `ring-devcluster up --with lws` in
+# $RING_DEVCLUSTER_LWS_STATE (default $RING_DEVCLUSTER_STATE-lws).
 #
 # Steps: create/reuse the virtualenv .venv; pip install the package with its
 # test, tensorflow and jax extras, and the dev-cluster tool (build/devcluster); `ring-devcluster up` (builds the control-plane
@@ -52,9 +56,11 @@ if [[ "${1:-}" == "--help" || "${1:-}" == "-h" ]]; then
     exit 0
 fi
 export RING_DEVCLUSTER_KUEUE_STATE="${RING_DEVCLUSTER_KUEUE_STATE:-$RING_DEVCLUSTER_STATE-kueue}"
-while [[ "${1:-}" == "--with" && ( "${2:-}" == "torch" || "${2:-}" == "kueue" ) ]]; do
+export RING_DEVCLUSTER_LWS_STATE="${RING_DEVCLUSTER_LWS_STATE:-$RING_DEVCLUSTER_STATE-lws}"
+while [[ "${1:-}" == "--with" && ( "${2:-}" == "torch" || "${2:-}" == "kueue" || "${2:-}" == "lws" ) ]]; do
     [[ "$2" == torch ]] && export RING_TEST_TORCH=1
     [[ "$2" == kueue ]] && export RING_TEST_KUEUE=1
+    [[ "$2" == lws ]] && export RING_TEST_LWS=1
     shift 2
 done
 
@@ -102,6 +108,10 @@ ring-devcluster build --with prometheus
 if [[ "${RING_TEST_KUEUE:-}" == 1 ]]; then
     step "ring-devcluster up --with jobset,trainer,kueue (state: $RING_DEVCLUSTER_KUEUE_STATE)"
     ring-devcluster up --state-dir "$RING_DEVCLUSTER_KUEUE_STATE" --with jobset,trainer,kueue
+fi
+if [[ "${RING_TEST_LWS:-}" == 1 ]]; then
+    step "ring-devcluster up --with lws (state: $RING_DEVCLUSTER_LWS_STATE; the LWS controller, built once, cached)"
+    ring-devcluster up --state-dir "$RING_DEVCLUSTER_LWS_STATE" --with lws
 fi
 
 wait "$download_pid" || true  # long done by now; its modules are in place either way

@@ -43,20 +43,26 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 #: Opt-in markers and the variable that selects each (``build/test.sh --with NAME`` sets it for
-#: torch and kueue; ``second_network`` needs a workloads cluster whose real node has the second
+#: torch, kueue and lws; ``second_network`` needs a workloads cluster whose real node has the second
 #: pod network, which every pod there then joins).
-OPT_IN = {"torch": "RING_TEST_TORCH", "kueue": "RING_TEST_KUEUE", "second_network": "RING_TEST_SECOND_NETWORK"}
+OPT_IN = {
+    "torch": "RING_TEST_TORCH",
+    "kueue": "RING_TEST_KUEUE",
+    "second_network": "RING_TEST_SECOND_NETWORK",
+    "lws": "RING_TEST_LWS",
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect the opt-in tests unless their variable is ``1``: ``torch`` (``RING_TEST_TORCH=1``,
     ``build/test.sh --with torch``), ``kueue`` (``RING_TEST_KUEUE=1``, ``build/test.sh --with kueue``)
-    and ``second_network`` (``RING_TEST_SECOND_NETWORK=1``); and ``podgroups`` unless
+    , ``lws`` (``RING_TEST_LWS=1``, ``build/test.sh --with lws``) and ``second_network``
+    (``RING_TEST_SECOND_NETWORK=1``); and ``podgroups`` unless
     :func:`~tests.support.optin.podgroups_selected` (they need a 1.37 control plane, as
     ``build/matrix.sh`` runs for 1.37 and ``build/podgroups.sh``; CI runs 1.35).
 
     Deselected, not skipped: they are opt-in (PyTorch's 2.8 GB of CUDA wheels,
-    Kueue's cold build and cluster, a second control plane's, do not fit CI's cold
+    Kueue's and LWS's cold builds and clusters, a second control plane's, do not fit CI's cold
     budget; the second network changes every pod of the real node), and a skip fails
     ``build/test.sh``.
     """

@@ -50,3 +50,9 @@ def kueue_state_dir() -> Path:
     """The state directory of the kwok cluster with JobSet, Trainer and Kueue (``build/test.sh --with kueue``)."""
     env = os.environ.get("RING_DEVCLUSTER_KUEUE_STATE")
     return Path(env) if env else Path(f"{devcluster_state_dir()}-kueue")
+
+
+def lws_state_dir() -> Path:
+    """The state directory of the cluster running the real LWS controller (opt-in: ``build/test.sh --with lws``)."""
+    env = os.environ.get("RING_DEVCLUSTER_LWS_STATE")
+    return Path(env) if env else Path(f"{devcluster_state_dir()}-lws")

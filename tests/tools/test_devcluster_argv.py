@@ -27,6 +27,7 @@ EXPECTED = Path(__file__).with_name("devcluster_argv.json")
 _BINARIES = (
     "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "jobset", "controller-manager",
     "scheduler", "trainer", "kubelet", "kube-proxy", "relay", "coredns", "pause", "prometheus", "kueue",
+    "lws-controller",
 )  # fmt: skip
 
 

@@ -6,7 +6,9 @@ real kubelet (file mode) or read through the API (``--from-api``);
 ``POD_NAME``/``POD_UID``/``POD_IP`` come from the downward API. Once through a
 Volcano Job run by the real Volcano controller (2 workers, file mode), once
 through a TrainJob run by the real Trainer and JobSet controllers (4 workers,
-API mode). The workers must train in sync: identical weights. And a worker
+API mode), once through an Indexed Job and once through a StatefulSet run by
+Kubernetes' own controllers (2 workers each, file mode, ranked by completion
+index and by ordinal). The workers must train in sync: identical weights. And a worker
 pod deleted mid-run: its replacement starts only with the new epoch.
 ring-controller runs as a process on this machine (its deployed form is
 tested in test_deployed_controller.py).
@@ -269,3 +271,89 @@ def test_indexed_job_two_workers_file_mode_train_in_sync_ranked_by_completion_in
     assert spec is not None and spec["job"]["apiVersion"] == "batch/v1" and spec["status"] == "completed"
     assert [m["pod"] for m in spec["members"]] == [p.metadata.name for p in pods]
     assert k8s.core.list_namespaced_service(namespace).items == []  # no headless Service anywhere
+
+
+STATEFULSET_EXAMPLE = REPO / "build" / "examples" / "statefulset" / "tf-statefulset.yaml"
+POD_INDEX = "apps.kubernetes.io/pod-index"
+
+
+def statefulset(name: str, *, data: Path, workers: int, script: str) -> tuple[Json, Json]:
+    """The StatefulSet example (build/examples/statefulset) on the real node, renamed: its Service and
+    StatefulSet, the container running ``sh -c script`` under the launcher."""
+    service, sts = yaml.safe_load_all(STATEFULSET_EXAMPLE.read_text())
+    service["metadata"]["name"] = sts["spec"]["serviceName"] = name
+    service["spec"]["selector"] = {"app": name}
+    sts["metadata"]["name"] = name
+    sts["spec"]["replicas"] = workers
+    sts["spec"]["selector"]["matchLabels"] = {"app": name}
+    sts["spec"]["template"]["metadata"]["labels"]["app"] = name
+    spec = sts["spec"]["template"]["spec"]
+    spec.update(copy.deepcopy(node.pod_placement()))
+    spec["terminationGracePeriodSeconds"] = 2
+    (container,) = spec["containers"]
+    container["image"] = nodejobs.TRAINER_IMAGE
+    container["command"] = [*nodejobs.LAUNCH, "--timeout", "300", "--"]
+    container["args"] = ["sh", "-c", script]
+    container["resources"] = {"requests": {"cpu": "100m", "memory": "256Mi"}}
+    container["env"] = [e for e in container["env"] if e["name"] != "EPOCHS"] + [
+        {"name": "EPOCHS", "value": "1"},
+        {"name": "BATCH_SIZE", "value": "16"},
+        {"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"},
+    ]
+    for volume in spec["volumes"]:
+        if volume["name"] == "rings-config":
+            volume["configMap"]["name"] = f"rings-config-{name}"
+        if volume["name"] == "cifar-data":
+            volume["hostPath"]["path"] = str(data)
+    return service, sts
+
+
+def test_statefulset_two_workers_file_mode_train_in_sync_ranked_by_ordinal(
+    k8s: Any, namespace: str, controller: ControllerProcess, trainer_image: str, cifar: Path
+) -> None:
+    """The shipped StatefulSet example, run by the real StatefulSet controller: TF_CONFIG by IP, ranks by ordinal.
+
+    A StatefulSet's pods restart forever, so each worker trains once and then
+    sleeps (the example runs ``--supervise``d programs that do not end); the
+    test reads every worker's result from its log while it sleeps.
+    """
+    service, sts = statefulset(
+        "tfsts", data=cifar, workers=2, script="python /app/train.py --steps 4 --result - && exec sleep 3600"
+    )
+    k8s.core.create_namespaced_service(namespace, service)
+    k8s.apps.create_namespaced_stateful_set(namespace, sts)
+
+    def trained() -> list[tuple[Any, nodejobs.WorkerLog]] | None:
+        pods = k8s.core.list_namespaced_pod(namespace, label_selector="app=tfsts").items
+        if len(pods) != 2:
+            return None
+        done = []
+        for pod in sorted(pods, key=lambda p: int(p.metadata.labels[POD_INDEX])):
+            if pod.status.container_statuses and any(s.restart_count for s in pod.status.container_statuses):
+                logs = k8s.core.read_namespaced_pod_log(pod.metadata.name, namespace, previous=True)[-2000:]
+                raise AssertionError(f"{pod.metadata.name} restarted: {logs}")
+            try:
+                log = nodejobs.parse_log(
+                    pod.metadata.name, k8s.core.read_namespaced_pod_log(pod.metadata.name, namespace)
+                )
+            except ApiException:  # the container has not started yet
+                return None
+            if log.result is None:
+                return None
+            done.append((pod, log))
+        return done
+
+    results = wait_for(trained, timeout=300, interval=1, what="both StatefulSet workers' results")
+    pods = [p for p, _ in results]
+    logs = [w for _, w in results]
+    _assert_in_sync(logs, pods, 2222)
+    assert {r.result["tf_config_source"] for r in logs if r.result} == {"environment"}
+    # Ranks follow the ordinal, and each worker's task index is its own ordinal.
+    order = [f"{p.status.pod_ip}:2222" for p in pods]
+    for pod, log in results:
+        assert log.result is not None
+        assert log.result["tf_config"]["cluster"]["worker"] == order
+        assert log.result["tf_config"]["task"] == {"type": "worker", "index": int(pod.metadata.labels[POD_INDEX])}
+    spec = read_spec(k8s, namespace, "rings-config-tfsts")
+    assert spec is not None and spec["job"]["kind"] == "StatefulSet" and spec["status"] == "completed"
+    assert [m["pod"] for m in spec["members"]] == ["tfsts-0", "tfsts-1"] == [p.metadata.name for p in pods]

@@ -1,4 +1,4 @@
-"""Optional components of the local control plane: JobSet, Volcano, Kubeflow Trainer, Kueue, a real node.
+"""Optional components of the local control plane: JobSet, Volcano, Kubeflow Trainer, Kueue, LWS, a real node.
 
 ``ring-devcluster up --with jobset,volcano,trainer`` runs the real controllers
 next to the control plane, so a JobSet becomes Jobs and pods through the
@@ -6,7 +6,9 @@ JobSet and Job controllers, a Volcano Job becomes a PodGroup and pods through
 Volcano's controller manager and scheduler, and a TrainJob becomes a JobSet
 through Trainer. ``--with kueue`` adds Kueue in front of JobSets and
 TrainJobs: one labelled ``kueue.x-k8s.io/queue-name`` is created suspended
-and runs once Kueue admits it (see :data:`KUEUE_FRAMEWORKS`). Each is built from the Go module proxy like the rest
+and runs once Kueue admits it (see :data:`KUEUE_FRAMEWORKS`). ``--with lws`` runs the
+LeaderWorkerSet controller: a LeaderWorkerSet becomes a leader StatefulSet,
+then one worker StatefulSet per leader pod. Each is built from the Go module proxy like the rest
 (:data:`build.ADDON_MODULES`); this module says how each one is installed and
 run on loopback:
 
@@ -28,8 +30,16 @@ run on loopback:
   issued by that CA. JobSet's in-process certificate rotation is switched off
   through its configuration file (``internalCertManagement.enable: false``);
   Trainer's cannot be, so its wrapper module has its own entry point (see
-  ``build/devcluster/trainer/main.go``). Pod webhooks only see JobSet pods
-  (the object selector JobSet's Helm chart uses).
+  ``build/devcluster/trainer/main.go``). Pod webhooks only see their
+  product's pods (the object selectors of the products' own manifests:
+  ``jobset.sigs.k8s.io/jobset-name`` for JobSet's,
+  ``leaderworkerset.sigs.k8s.io/name`` for LWS's).
+* **LWS** labels its pods in its pod webhook (a worker's
+  ``worker-index`` from its ordinal, a leader's ``group-index``), so the
+  webhook is what a LeaderWorkerSet's pods need to be identified at all.
+  Its configuration file switches its certificate rotation off, like
+  JobSet's. Its DisaggregatedSet CRD is installed too: the same binary runs
+  that controller, which waits for its kind to exist.
 * **Volcano** runs its controller manager (job, podgroup, queue and garbage
   collection controllers) and its scheduler (``schedulerName: volcano``): the
   job controller creates pods only once the scheduler has admitted the job's
@@ -254,6 +264,13 @@ ADDONS: dict[str, Addon] = {
             crds=("config/components/crd/bases/*.yaml",),
             requires=("jobset",),
         ),
+        Addon(
+            name="lws",
+            summary="LeaderWorkerSet controller (sigs.k8s.io/lws) with its webhooks",
+            processes=(Process("lws-controller", "lws-controller", Health("lws-health", "/readyz")),),
+            ports=("lws-health", "lws-webhook"),
+            crds=("config/crd/bases/*.yaml",),
+        ),
     )
 }
 
@@ -380,6 +397,29 @@ def configure(
             ]
         }
         return Setup(argv=argv, env={})
+    if name == "lws":
+        certs = _serving_cert(pki, name="lws-webhook", directory=home / "certs")
+        config = {
+            "apiVersion": "config.lws.x-k8s.io/v1alpha1",
+            "kind": "Configuration",
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},  # the certificate above is already trusted
+            "webhook": {"host": "127.0.0.1", "port": ports["lws-webhook"], "certDir": str(certs)},
+            "metrics": {"bindAddress": "0"},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{ports['lws-health']}"},
+            "clientConnection": {"qps": 100, "burst": 200},
+        }
+        (home / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        argv = {
+            "lws-controller": [
+                exe["lws-controller"],
+                f"--kubeconfig={kc['lws-controller']}",
+                f"--config={home / 'config.yaml'}",
+                "--zap-devel=false",
+                "--zap-encoder=console",
+            ]
+        }
+        return Setup(argv=argv, env={})
     if name == "volcano":
         # Volcano's default actions and plugins (enqueue admits a PodGroup,
         # gang holds its pods until all fit), written out: without a file the
@@ -485,6 +525,11 @@ def refresh(name: str, *, state_dir: Path) -> bool:
     return changed
 
 
+#: The labels that select the pods each product's pod webhooks see.
+_JOBSET_POD_LABEL = "jobset.sigs.k8s.io/jobset-name"
+_LWS_POD_LABEL = "leaderworkerset.sigs.k8s.io/name"
+
+
 def _load_all(path: Path) -> list[Json]:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the JobSet CRD is 0.8 MB of YAML
     with open(path, encoding="utf-8") as stream:
@@ -545,13 +590,20 @@ def _conversion(*, port: int, ca: bytes) -> Json:
 
 
 def _webhooks_by_url(
-    manifest: Path, *, names: Mapping[str, str], port: int, ca: bytes, keep: Callable[[str], bool] = lambda _p: True
+    manifest: Path,
+    *,
+    names: Mapping[str, str],
+    port: int,
+    ca: bytes,
+    keep: Callable[[str], bool] = lambda _p: True,
+    pod_label: str = _JOBSET_POD_LABEL,
 ) -> list[Json]:
     """The product's webhook configurations, called by URL at 127.0.0.1:``port``.
 
     ``names`` renames the configurations (upstream names are kustomize
-    placeholders); pod webhooks get JobSet's object selector. Only the
-    webhooks whose path ``keep`` accepts are registered.
+    placeholders); pod webhooks only see pods labelled ``pod_label`` (the
+    object selector the product's own deployment adds). Only the webhooks
+    whose path ``keep`` accepts are registered.
     """
     out = []
     for doc in _load_all(manifest):
@@ -563,9 +615,7 @@ def _webhooks_by_url(
             path = hook["clientConfig"]["service"]["path"]
             hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": base64.b64encode(ca).decode()}
             if any("pods" in (rule.get("resources") or []) for rule in hook.get("rules") or []):
-                hook["objectSelector"] = {
-                    "matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]
-                }
+                hook["objectSelector"] = {"matchExpressions": [{"key": pod_label, "operator": "Exists"}]}
         out.append(config)
     return out
 
@@ -617,6 +667,15 @@ def objects(
             "ValidatingWebhookConfiguration": "kueue-validating-webhook-configuration",
         }
         for config in _webhooks_by_url(manifest, names=names, port=ports["kueue-webhook"], ca=ca, keep=_kueue_webhook):
+            out.append((f"{_WEBHOOK_PATHS[config['kind']]}/{config['metadata']['name']}", config))
+    elif name == "lws":
+        manifest = _assets(binaries, addon) / "config/webhook/manifests.yaml"
+        names = {  # upstream's kustomize names them with its "lws-" prefix
+            "MutatingWebhookConfiguration": "lws-mutating-webhook-configuration",
+            "ValidatingWebhookConfiguration": "lws-validating-webhook-configuration",
+        }
+        hooks = _webhooks_by_url(manifest, names=names, port=ports["lws-webhook"], ca=ca, pod_label=_LWS_POD_LABEL)
+        for config in hooks:
             out.append((f"{_WEBHOOK_PATHS[config['kind']]}/{config['metadata']['name']}", config))
     elif name == "volcano":
         queue = {

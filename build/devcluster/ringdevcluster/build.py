@@ -6,7 +6,7 @@ Each component has a tiny wrapper module under ``build/devcluster/<module>`` in
 the repository (``kube``, ``etcd``, ``kwok``); its ``go.mod`` pins the release
 and, for Kubernetes, replaces every staging module by its published ``v0.X.Y``.
 The optional components (:data:`ADDON_MODULES`: the workload controllers
-``jobset``, ``volcano``, ``trainer``, the queueing controller ``kueue``; the
+``jobset``, ``volcano``, ``trainer``, ``lws``, the queueing controller ``kueue``; the
 real node's ``node`` and ``coredns``) are wrapper modules of the same kind, built only when a cluster asks for them
 (``ring-devcluster up --with ...``). Their manifests
 that the harness installs (CRDs, webhook definitions) are copied from the very
@@ -173,6 +173,9 @@ class Module:
     tags: tuple[str, ...] = ()
     #: The ``-X`` flags that stamp the release into the binaries, from the version.
     stamp: Callable[[str], list[str]] | None = None
+    #: For one package whose directory names it poorly (``sigs.k8s.io/lws/cmd``):
+    #: the file name of its binary (``go build -o DIR/NAME``); ``binaries`` names it too.
+    output: str = ""
 
     def ldflags(self, version: str) -> str:
         """The ``-ldflags`` value for this module at ``version``."""
@@ -189,7 +192,7 @@ class Module:
             self.ldflags(version),
             *(["-tags", ",".join(self.tags)] if self.tags else []),
             "-o",
-            f"{out_dir}/",
+            f"{out_dir}/{self.output}",
             *self.packages,
         ]
 
@@ -263,6 +266,15 @@ ADDON_MODULES: dict[str, Module] = {
                 "config/components/webhook/manifests.yaml",
             ),
             cold_minutes=6,
+        ),
+        Module(
+            name="lws",
+            requirement="sigs.k8s.io/lws",
+            packages=("sigs.k8s.io/lws/cmd",),
+            binaries=("lws-controller",),
+            output="lws-controller",
+            assets=("config/crd/bases/*.yaml", "config/webhook/manifests.yaml"),
+            cold_minutes=4,
         ),
         Module(
             name="trainer",
