@@ -130,14 +130,14 @@ def test_the_real_controller_makes_the_groups_and_each_gets_its_own_spec_leader_
     cm0 = read_configmap(k8s, namespace, "rings-config-llm-0")
     victim = _live_pods(k8s, namespace, "llm", 1)[2]
     k8s.core.delete_namespaced_pod(victim.metadata.name, namespace)
-    again = wait_spec(
-        k8s, namespace, "rings-config-llm-1", timeout=120,
-        where=lambda s: s["epoch"] > specs[1]["epoch"] and victim.metadata.uid not in {m["uid"] for m in s["members"]},
-    )  # fmt: skip
-    pods = _live_pods(k8s, namespace, "llm", 1)
-    assert [(m["rank"], m["pod"], m["uid"]) for m in again["members"]] == [
-        (i, p.metadata.name, p.metadata.uid) for i, p in enumerate(pods)
-    ]
+
+    def replaced(spec: Json) -> bool:
+        live = [p.metadata.uid for p in _live_pods(k8s, namespace, "llm", 1)]
+        uids = [m["uid"] for m in spec["members"]]
+        return spec["epoch"] > specs[1]["epoch"] and victim.metadata.uid not in uids and uids == live
+
+    again = wait_spec(k8s, namespace, "rings-config-llm-1", timeout=120, where=replaced)
+    assert [(m["rank"], m["pod"]) for m in again["members"]] == [(0, "llm-1"), (1, "llm-1-1"), (2, "llm-1-2")]
     assert read_spec(k8s, namespace, "rings-config-llm-0") == specs[0]
     assert (
         read_configmap(k8s, namespace, "rings-config-llm-0").metadata.resource_version == cm0.metadata.resource_version
