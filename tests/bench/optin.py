@@ -1,0 +1,189 @@
+"""What an opt-in suite would add to CI: its addon's cold build, its cluster's start, its tests.
+
+    python -m tests.bench.optin build lws [--json OUT]   # the addon's cold build
+    python -m tests.bench.optin tests lws [--json OUT]   # its cluster's start and its tests
+
+CI (``.ci/run``, a fresh machine with two cores) must stay within 60
+minutes, so a suite that costs more than a few minutes is opt-in
+(``build/test.sh --with NAME``) and its latest figures are kept here instead
+(:data:`FIGURES`, rendered into docs/performance.md, "Opt-in suites").
+
+``build`` compiles the addon's wrapper module (``build/devcluster/NAME``)
+as a fresh machine would: from an empty Go build cache (``GOCACHE`` a new
+directory; its Go modules already downloaded, as ``build/test.sh``'s
+``--download-only`` leaves them), into a binary cache that holds every
+other module's entry as it is (linked), so only that addon is built. The
+built entry then joins the real binary cache if it lacks one. Wall seconds,
+the CPU seconds of the build's processes, the packages compiled, the load
+average around it (the machine may be shared: run it alone, or under the
+lock the other builds take). ``tests`` stops the suite's cluster, then
+times ``ring-devcluster up --with NAME`` (binaries cached) and pytest over
+the suite's tests with its marker selected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tests.bench.matrix import junit_counts, outcome
+
+__all__ = ["FIGURES", "SUITES", "Suite", "main", "measure_build", "measure_tests"]
+
+Json = dict[str, Any]
+ROOT = Path(__file__).resolve().parents[2]
+FIGURES = ROOT / "tests" / "bench" / "figures" / "optin.json"
+_BUILT = re.compile(r"built (?P<module>\S+) (?P<version>\S+) in \S+ \((?P<packages>\d+) packages compiled")
+
+
+class Suite:
+    """An opt-in suite: its addon (a ``ring-devcluster --with`` name), its marker's variable, its tests, its state."""
+
+    def __init__(self, *, addon: str, variable: str, tests: str, state_variable: str) -> None:
+        self.addon, self.variable, self.tests, self.state_variable = addon, variable, tests, state_variable
+
+    def state_dir(self) -> Path:
+        """The suite's cluster (``$<state_variable>``, default the main state directory + ``-<addon>``)."""
+        main = Path(os.environ.get("RING_DEVCLUSTER_STATE") or ROOT / ".state" / "devcluster")
+        return Path(os.environ.get(self.state_variable) or f"{main}-{self.addon}")
+
+
+SUITES = {
+    "lws": Suite(
+        addon="lws",
+        variable="RING_TEST_LWS",
+        tests="tests/workloads/test_lws_controller.py",
+        state_variable="RING_DEVCLUSTER_LWS_STATE",
+    )
+}
+
+
+def _tool() -> str:
+    beside = Path(sys.executable).with_name("ring-devcluster")
+    return str(beside) if beside.exists() else "ring-devcluster"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _commit() -> str:
+    proc = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    return proc.stdout.strip()
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure_build(suite: Suite) -> Json:
+    """The cold build of ``suite``'s addon (see the module doc); raises RuntimeError when it fails."""
+    from ringdevcluster import build
+
+    real = build.cache_dir()
+    (real / "bin").mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".optin-", dir=real))  # same file system: the entry is moved, not copied
+    try:
+        cache = work / "cache"
+        (cache / "bin").mkdir(parents=True)
+        prefix = f"{suite.addon}-"
+        for entry in (real / "bin").iterdir():
+            if not entry.name.startswith((prefix, ".")):
+                (cache / "bin" / entry.name).symlink_to(entry)
+        env = {**os.environ, "RING_DEVCLUSTER_CACHE": str(cache), "GOCACHE": str(work / "gocache")}
+        load = os.getloadavg()[0]
+        cpu, started = _children_cpu(), time.monotonic()
+        proc = subprocess.run(
+            [_tool(), "build", "--with", suite.addon], env=env, capture_output=True, text=True, check=False
+        )
+        wall, cpu = time.monotonic() - started, _children_cpu() - cpu
+        if proc.returncode != 0:
+            raise RuntimeError(f"ring-devcluster build --with {suite.addon} failed:\n{proc.stderr[-3000:]}")
+        found = [m for m in _BUILT.finditer(proc.stderr) if m["module"] == suite.addon]
+        if not found:
+            raise RuntimeError(f"no 'built {suite.addon} ...' line in:\n{proc.stderr[-3000:]}")
+        for entry in (cache / "bin").iterdir():
+            if entry.name.startswith(prefix) and not entry.is_symlink() and not (real / "bin" / entry.name).exists():
+                entry.rename(real / "bin" / entry.name)
+        return {
+            "date": _now(),
+            "commit": _commit(),
+            "command": f"python -m tests.bench.optin build {suite.addon}",
+            "version": found[0]["version"],
+            "wall_s": round(wall, 1),
+            "cpu_s": round(cpu, 1),
+            "packages": int(found[0]["packages"]),
+            "cores": os.cpu_count(),
+            "load_before": round(load, 2),
+            "load_after": round(os.getloadavg()[0], 2),
+        }
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def measure_tests(suite: Suite) -> Json:
+    """``up --with ADDON`` from a stopped cluster, then pytest over the suite (see the module doc)."""
+    state = suite.state_dir()
+    subprocess.run([_tool(), "down", "--state-dir", str(state)], capture_output=True, check=False)
+    started = time.monotonic()
+    subprocess.run([_tool(), "up", "--state-dir", str(state), "--with", suite.addon], check=True)
+    up = time.monotonic() - started
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp) / "junit.xml"
+        env = {**os.environ, suite.variable: "1", suite.state_variable: str(state)}
+        started = time.monotonic()
+        code = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", suite.tests, f"--junitxml={junit}"], cwd=ROOT, env=env, check=False
+        ).returncode
+        seconds = time.monotonic() - started
+        counts = junit_counts(junit)
+        cases = {
+            c.get("name", ""): round(float(c.get("time", "0")), 1) for c in ET.parse(junit).getroot().iter("testcase")
+        }
+    return {
+        "date": _now(),
+        "commit": _commit(),
+        "command": f"python -m tests.bench.optin tests {suite.addon}",
+        "up_s": round(up, 1),
+        "pytest_s": round(seconds, 1),
+        "outcome": outcome(counts, exit_code=code),
+        **counts,
+        "tests": cases,
+        "cores": os.cpu_count(),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measure one part of a suite and record it in ``--json``; 1 when its tests did not all pass."""
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.optin", description=__doc__.splitlines()[0])
+    parser.add_argument("part", choices=("build", "tests"))
+    parser.add_argument("suite", choices=sorted(SUITES))
+    parser.add_argument("--json", type=Path, default=FIGURES, help=f"the results (default {FIGURES})")
+    args = parser.parse_args(argv)
+    suite = SUITES[args.suite]
+    result = measure_build(suite) if args.part == "build" else measure_tests(suite)
+    doc: Json = json.loads(args.json.read_text()) if args.json.exists() else {}
+    doc.setdefault(args.suite, {})[args.part] = result
+    args.json.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    print(json.dumps(result, indent=1, sort_keys=True))
+    return 0 if result.get("outcome", "passed") == "passed" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
