@@ -42,6 +42,9 @@ Renderers:
   (``second-network.json``).
 - ``kueue-tier`` (docs/performance.md): the opt-in Kueue tier's latest run,
   from ``kueue.json`` (``build/kueue.sh --record``).
+- ``optin`` (docs/performance.md): what each opt-in suite would add to CI,
+  its addon's build and its tests (``optin.json``, ``python -m
+  tests.bench.optin``).
 """
 
 from __future__ import annotations
@@ -481,6 +484,26 @@ def kueue_tier() -> str:
 
 
 #: Block name -> its renderer.
+def optin() -> str:
+    """One row per opt-in suite of ``optin.json``: its addon's build (and with which Go build cache), its cluster's
+    start and its tests, with dates."""
+    rows = [
+        "| suite | addon build | cluster up | tests | total |",
+        "|---|---|---|---|---|",
+    ]
+    for name, doc in sorted(_load("optin.json").items()):
+        b, t = doc["build"], doc["tests"]
+        total = b["wall_s"] + t["up_s"] + t["pytest_s"]
+        cache = "an empty Go build cache" if b["gocache"] == "empty" else "this machine's Go build cache"
+        rows.append(
+            f"| `{name}` ({b['version']}) | {b['wall_s'] / 60:.1f} min wall, {b['cpu_s'] / 60:.1f} CPU-min, "
+            f"{b['packages']:,} packages compiled, from {cache} (load {b['load_before']:g} to {b['load_after']:g}; "
+            f"{b['date'][:10]}) | {t['up_s']:.0f} s | {t['pytest_s']:.0f} s, {t['passed']} passed, "
+            f"{t['outcome']} ({t['date'][:10]}) | {total / 60:.1f} min |"
+        )
+    return "\n".join(rows)
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "daemon-flags": daemon_flags,
     "readme-vs-dns": readme_vs_dns,
@@ -499,6 +522,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "second-network": second_network,
     **scaleblocks.BLOCKS,
     "kueue-tier": kueue_tier,
+    "optin": optin,
 }
 
 
