@@ -320,7 +320,7 @@ class Agent:
                 f"pod {pod.name} names PodGroup {name} (spec.schedulingGroup), which does not exist or lacks the "
                 "controller's selection label; no other served workload owns the pod, so no spec lists it"
             )
-            self.metrics.invalid_inputs.labels("podgroup_not_served").inc()
+            self.metrics.invalid_inputs.labels(podgroup.SHORT, "podgroup_not_served").inc()
             log.warning("input.invalid", job=key, pod=pod.name, reason="podgroup_not_served", message=message)
             await self.events.emit_event(
                 involved={

@@ -250,7 +250,7 @@ async def test_a_pod_naming_an_unserved_group_gets_one_warning_and_a_metric_and_
     await agent.events.drain()
     assert caches.api.events == [("Warning", "PodGroupNotServed")] * 2
     assert all("names PodGroup tf" in m for m in caches.api.event_messages)
-    assert value(agent.metrics.invalid_inputs, reason="podgroup_not_served") == 2
+    assert value(agent.metrics.invalid_inputs, kind="pg", reason="podgroup_not_served") == 2
     assert caches.api.cms == {}
 
 
