@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import shutil
 import sys
@@ -10,8 +11,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from kubernetes.client.exceptions import ApiException
 
-from ringdevcluster import build, cli, kwok, process
+from ringdevcluster import build, cli, harness, kwok, process
 
 pytestmark = pytest.mark.tools
 
@@ -177,3 +179,17 @@ def test_tools_are_wrapper_modules_and_unknown_ones_are_refused(capsys: pytest.C
     with pytest.raises(SystemExit, match="^2$"):
         cli.main(["tools", "kustomize"])
     assert "unknown tool 'kustomize'; choose from helm, kubectl" in capsys.readouterr().err
+
+
+def test_apply_retries_only_trainers_refusal_of_a_runtime_its_cache_lacks() -> None:
+    # The one refusal harness.apply waits out: Trainer's webhook has not seen
+    # the runtime applied just before the TrainJob. Any other error is raised.
+    def refusal(status: int, message: str) -> ApiException:
+        e = ApiException(status=status, reason="Forbidden")
+        e.body = json.dumps({"kind": "Status", "status": "Failure", "message": message})
+        return e
+
+    not_seen = 'admission webhook "validate.trainjob.trainer.kubeflow.org" denied the request: spec.runtimeRef: ClusterTrainingRuntime.trainer.kubeflow.org "gang" not found: specified clusterTrainingRuntime must be created before the TrainJob is created'
+    assert harness._runtime_not_seen_yet(refusal(403, not_seen))
+    assert not harness._runtime_not_seen_yet(refusal(403, "pods is forbidden: exceeded quota"))
+    assert not harness._runtime_not_seen_yet(refusal(422, not_seen))

@@ -238,7 +238,28 @@ def apply(api: client.ApiClient, docs: list[Json], *, manager: str = "ring-contr
     for doc in docs:
         resource = dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
         namespace = doc["metadata"].get("namespace")
-        resource.server_side_apply(body=doc, namespace=namespace, field_manager=manager, force_conflicts=True)
+        # Trainer's webhook checks a TrainJob's runtime in its own informer
+        # cache: a runtime applied just before may not be there yet, and the
+        # TrainJob is refused (403, "... must be created before the TrainJob").
+        # That refusal is retried until the webhook has seen the runtime.
+        deadline = time.monotonic() + APPLY_RETRY_SECONDS
+        while True:
+            try:
+                resource.server_side_apply(body=doc, namespace=namespace, field_manager=manager, force_conflicts=True)
+                break
+            except ApiException as e:
+                if not (_runtime_not_seen_yet(e) and time.monotonic() < deadline):
+                    raise
+                time.sleep(0.5)
+
+
+#: How long :func:`apply` retries a TrainJob whose runtime Trainer's webhook has not seen yet.
+APPLY_RETRY_SECONDS = 60.0
+
+
+def _runtime_not_seen_yet(e: ApiException) -> bool:
+    """Whether ``e`` is Trainer's webhook refusing a TrainJob whose runtime its cache lacks."""
+    return e.status == 403 and "must be created before the TrainJob" in str(e.body or "")
 
 
 def delete(api: client.ApiClient, doc: Json) -> None:
