@@ -76,7 +76,7 @@ def test_a_target_is_met_only_within_its_bound(monkeypatch: pytest.MonkeyPatch, 
 
 def test_a_new_figure_changes_the_front_page(monkeypatch: pytest.MonkeyPatch) -> None:
     _vs_dns_with(monkeypatch, "ring-file", 8, 0.93)
-    assert "| 8 | 10.07 s | 0.93 s | 0.87 s | **0.19 s** (51.9x) |" in docblocks.readme_vs_dns()
+    assert "| 8 | 10.07 s | 0.93 s | 0.78 s | **0.57 s** (17.5x) |" in docblocks.readme_vs_dns()
 
 
 def test_a_comparison_without_dns_runs_renders_what_it_has(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -86,12 +86,13 @@ def test_a_comparison_without_dns_runs_renders_what_it_has(monkeypatch: pytest.M
     doc["by"] = [r for r in doc["by"] if r["runtime"] in ("ring-registered", "ring-api")]
     doc["ratio_overhead_p50_by_workers"] = {w: None for w in doc["ratio_overhead_p50_by_workers"]}
     monkeypatch.setattr(docblocks, "_load", lambda name: doc)
-    assert "| 8 | – | – | 0.87 s | **0.19 s** |" in docblocks.readme_vs_dns()
+    assert "| 8 | – | – | 0.78 s | **0.57 s** |" in docblocks.readme_vs_dns()
     assert docblocks.vs_dns_summary().startswith("End to end")
     assert "DNS" not in docblocks.vs_dns_trainer_split()
-    assert "ring-registered 2026-12-02" in docblocks.vs_dns_when()
+    assert "ring-api and ring-registered 2026-12-03" in " ".join(docblocks.vs_dns_when().split())
     assert "dns" not in docblocks.vs_dns_overhead() + docblocks.vs_dns_stages()
     targets = docblocks.vs_dns_targets().splitlines()
     assert "- DNS ratio >= 50x at 2 workers: not measured" in targets
     assert "- file mode overhead p50 <= 1.0 s at 8 workers: not measured" in targets
-    assert targets[0].startswith("- self-registration overhead p50 <= 0.25 s: **met**")
+    # Measured without DNS runs, the self-registration target still gets its verdict (whichever it is).
+    assert targets[0].startswith("- self-registration overhead p50 <= 0.25 s: **") and "not measured" not in targets[0]
