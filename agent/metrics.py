@@ -72,6 +72,11 @@ class AgentMetrics:
             buckets=SPEC_LATENCY_BUCKETS,
             registry=registry,
         )
+        # Each kind's histogram exists at 0 from the start: a series born at its
+        # first observation has no increase Prometheus can see, so rate() and the
+        # dashboard's latency panel would miss every kind's first spec.
+        for kind in label_values():
+            self.spec_latency.labels(kind)
         self.events = Counter(
             "ringcontroller_events_total",
             "Kubernetes Events emitted, by the kind of the workload they are about, type and reason.",

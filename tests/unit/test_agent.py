@@ -196,6 +196,10 @@ def test_each_agent_counts_on_its_own_registry_and_nothing_is_registered_at_impo
     AgentMetrics(registry)
     assert {(k, st): registry.get_sample_value("ringcontroller_jobs", {"kind": k, "status": st})
             for k in label_values() for st in JOB_STATUSES} == {(k, st): 0.0 for k in label_values() for st in JOB_STATUSES}  # fmt: skip
+    # The latency histogram too: a series born at its first observation shows Prometheus no increase.
+    assert {k: registry.get_sample_value("ringcontroller_spec_latency_seconds_count", {"kind": k}) for k in label_values()} == {
+        k: 0.0 for k in label_values()
+    }  # fmt: skip
 
 
 async def test_each_per_job_metric_says_the_kind_of_its_workload() -> None:
