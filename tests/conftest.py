@@ -14,7 +14,6 @@ first use, so ``pytest tests/unit`` needs only ``pip install -e '.[test]'``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
@@ -79,24 +78,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def devcluster(pytestconfig: pytest.Config) -> Cluster:
     """The running control plane (started, repaired or reused on first use)."""
-    from ringdevcluster import ensure_up
     from tests.support.clients import devcluster_state_dir
+    from tests.support.clusterup import bring_up
 
     started = time.monotonic()
-    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
-    # Show progress live: a cold build of the binaries takes many minutes.
-    uncaptured = capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
-    try:
-        with uncaptured:
-            cluster = ensure_up(
-                state_dir=devcluster_state_dir(),
-                say=lambda msg: print(f"ring-devcluster: {msg}", file=sys.stderr, flush=True),
-            )
-    except Exception as err:  # noqa: BLE001 - every failure must fail loudly, with its message
-        pytest.fail(
-            f"the local control plane could not be brought up in {devcluster_state_dir()}: {type(err).__name__}: {err}",
-            pytrace=False,
-        )
+    cluster = bring_up(pytestconfig, state_dir=devcluster_state_dir(), what="the local control plane")
     print(f"devcluster ready in {time.monotonic() - started:.1f}s: {cluster.server}", file=sys.stderr)
     return cluster
 

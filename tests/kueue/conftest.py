@@ -15,36 +15,24 @@ are overridden for this directory; the shared ``namespace`` and
 
 from __future__ import annotations
 
-import contextlib
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ringdevcluster import Cluster, ensure_up
+from ringdevcluster import Cluster
 from tests.support.clients import K8s, kueue_state_dir
+from tests.support.clusterup import bring_up
 from tests.support.kueue import KUEUE_ADDONS
 
 
 @pytest.fixture(scope="session")
 def kueue_cluster(pytestconfig: pytest.Config) -> Cluster:
     """The kwok cluster with JobSet, Trainer and Kueue running (started, repaired or reused)."""
-    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
-    uncaptured = capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
-    try:
-        with uncaptured:  # a cold build of Kueue takes minutes: show progress
-            return ensure_up(
-                state_dir=kueue_state_dir(),
-                addons=KUEUE_ADDONS,
-                say=lambda msg: print(f"ring-devcluster: {msg}", file=sys.stderr, flush=True),
-            )
-    except Exception as err:  # noqa: BLE001 - every failure must fail loudly, with its message
-        pytest.fail(
-            f"the control plane with {', '.join(KUEUE_ADDONS)} could not be brought up in "
-            f"{kueue_state_dir()}: {type(err).__name__}: {err}",
-            pytrace=False,
-        )
+    return bring_up(
+        pytestconfig, state_dir=kueue_state_dir(), what=f"the control plane with {', '.join(KUEUE_ADDONS)}",
+        addons=KUEUE_ADDONS,
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="session")

@@ -15,16 +15,15 @@ fixtures follow them.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ringdevcluster import Cluster, ensure_up
+from ringdevcluster import Cluster
 from tests.support.clients import K8s, workloads_state_dir
+from tests.support.clusterup import bring_up
 from tests.support.promapi import PrometheusApi
 from tests.support.realnode import import_busybox
 from tests.support.workloads import CLUSTER_ADDONS
@@ -33,23 +32,14 @@ from tests.support.workloads import CLUSTER_ADDONS
 @pytest.fixture(scope="session")
 def workloads(pytestconfig: pytest.Config) -> Cluster:
     """The control plane with JobSet, Volcano, Trainer and the real node running (started, repaired or reused)."""
-    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
-    uncaptured = capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
-    try:
-        with uncaptured:  # a cold build of the controllers takes minutes: show progress
-            return ensure_up(
-                state_dir=workloads_state_dir(),
-                addons=CLUSTER_ADDONS,
-                # The opt-in second-network test needs a cluster made with it (ensure_up says so otherwise).
-                second_network=True if os.environ.get("RING_TEST_SECOND_NETWORK") == "1" else None,
-                say=lambda msg: print(f"ring-devcluster: {msg}", file=sys.stderr, flush=True),
-            )
-    except Exception as err:  # noqa: BLE001 - every failure must fail loudly, with its message
-        pytest.fail(
-            f"the control plane with {', '.join(CLUSTER_ADDONS)} could not be brought up in "
-            f"{workloads_state_dir()}: {type(err).__name__}: {err}",
-            pytrace=False,
-        )
+    return bring_up(
+        pytestconfig,
+        state_dir=workloads_state_dir(),
+        what=f"the control plane with {', '.join(CLUSTER_ADDONS)}",
+        addons=CLUSTER_ADDONS,
+        # The opt-in second-network test needs a cluster made with it (ensure_up says so otherwise).
+        second_network=True if os.environ.get("RING_TEST_SECOND_NETWORK") == "1" else None,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -23,9 +23,7 @@ shared ``namespace`` and ``controller`` fixtures follow them.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,8 +31,9 @@ from typing import Any
 import pytest
 import yaml
 
-from ringdevcluster import Cluster, ensure_up
+from ringdevcluster import Cluster
 from tests.support.clients import REPO, K8s, lws_state_dir
+from tests.support.clusterup import bring_up
 from tests.support.controllerproc import ControllerProcess
 from tests.support.factories import leader_worker_set
 from tests.support.kubectlring import ring, table
@@ -53,17 +52,7 @@ Json = dict[str, Any]
 @pytest.fixture(scope="module")
 def lws_cluster(pytestconfig: pytest.Config) -> Cluster:
     """The control plane with the real LWS controller (started, repaired or reused)."""
-    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
-    uncaptured = capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext()
-    try:
-        with uncaptured:  # a cold build of the controller takes minutes: show progress
-            return ensure_up(
-                state_dir=lws_state_dir(),
-                addons=("lws",),
-                say=lambda msg: print(f"ring-devcluster: {msg}", file=sys.stderr, flush=True),
-            )
-    except Exception as err:  # noqa: BLE001 - every failure must fail loudly, with its message
-        pytest.fail(f"the control plane with lws could not be brought up in {lws_state_dir()}: {err}", pytrace=False)
+    return bring_up(pytestconfig, state_dir=lws_state_dir(), what="the control plane with lws", addons=("lws",))
 
 
 @pytest.fixture(scope="module")

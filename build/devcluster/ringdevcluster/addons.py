@@ -373,53 +373,8 @@ def configure(
         return Setup(argv=argv, env={})
     kc = {p.name: _kubeconfig(pki, state_dir=state_dir, server=server, process=p.name) for p in addon.processes}
     exe = {p.name: str(binaries[p.binary]) for p in addon.processes}
-    if name == "jobset":
-        certs = _serving_cert(pki, name="jobset-webhook", directory=home / "certs")
-        config = {
-            "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
-            "kind": "Configuration",
-            "leaderElection": {"leaderElect": False},
-            # No Secret, no rotation: the certificate above is already trusted.
-            "internalCertManagement": {"enable": False},
-            "webhook": {"host": "127.0.0.1", "port": ports["jobset-webhook"], "certDir": str(certs)},
-            "metrics": {"bindAddress": "0"},
-            "health": {"healthProbeBindAddress": f"127.0.0.1:{ports['jobset-health']}"},
-            "clientConnection": {"qps": 100, "burst": 200},
-        }
-        (home / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        argv = {
-            "jobset-controller": [
-                exe["jobset-controller"],
-                f"--kubeconfig={kc['jobset-controller']}",
-                f"--config={home / 'config.yaml'}",
-                "--zap-devel=false",
-                "--zap-encoder=console",
-            ]
-        }
-        return Setup(argv=argv, env={})
-    if name == "lws":
-        certs = _serving_cert(pki, name="lws-webhook", directory=home / "certs")
-        config = {
-            "apiVersion": "config.lws.x-k8s.io/v1alpha1",
-            "kind": "Configuration",
-            "leaderElection": {"leaderElect": False},
-            "internalCertManagement": {"enable": False},  # the certificate above is already trusted
-            "webhook": {"host": "127.0.0.1", "port": ports["lws-webhook"], "certDir": str(certs)},
-            "metrics": {"bindAddress": "0"},
-            "health": {"healthProbeBindAddress": f"127.0.0.1:{ports['lws-health']}"},
-            "clientConnection": {"qps": 100, "burst": 200},
-        }
-        (home / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        argv = {
-            "lws-controller": [
-                exe["lws-controller"],
-                f"--kubeconfig={kc['lws-controller']}",
-                f"--config={home / 'config.yaml'}",
-                "--zap-devel=false",
-                "--zap-encoder=console",
-            ]
-        }
-        return Setup(argv=argv, env={})
+    if name in ("jobset", "lws"):
+        return _controller_runtime(name, home=home, pki=pki, ports=ports, exe=exe, kubeconfigs=kc)
     if name == "volcano":
         # Volcano's default actions and plugins (enqueue admits a PodGroup,
         # gang holds its pods until all fit), written out: without a file the
@@ -460,31 +415,9 @@ def configure(
         env["volcano-scheduler"]["DEBUG_SOCKET_DIR"] = str(sockets)
         return Setup(argv=argv, env=env)
     if name == "kueue":
-        certs = _serving_cert(pki, name="kueue-webhook", directory=home / "certs")
-        config = {
-            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-            "kind": "Configuration",
-            "leaderElection": {"leaderElect": False},
-            # No Secret, no rotation: the certificate above is already trusted.
-            "internalCertManagement": {"enable": False},
-            "webhook": {"host": "127.0.0.1", "port": ports["kueue-webhook"], "certDir": str(certs)},
-            "metrics": {"bindAddress": "0"},
-            "health": {"healthProbeBindAddress": f"127.0.0.1:{ports['kueue-health']}"},
-            "clientConnection": {"qps": 100, "burst": 200},
-            # Only jobs that name a LocalQueue (label kueue.x-k8s.io/queue-name) are Kueue's.
-            "manageJobsWithoutQueueName": False,
-            "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
-        }
-        (home / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        argv = {
-            "kueue-controller-manager": [
-                exe["kueue-controller-manager"],
-                f"--kubeconfig={kc['kueue-controller-manager']}",
-                f"--config={home / 'config.yaml'}",
-                "--zap-encoder=console",
-            ]
-        }
-        return Setup(argv=argv, env={})
+        # Only jobs that name a LocalQueue (label kueue.x-k8s.io/queue-name) are Kueue's.
+        extra = {"manageJobsWithoutQueueName": False, "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)}}
+        return _controller_runtime(name, home=home, pki=pki, ports=ports, exe=exe, kubeconfigs=kc, extra=extra)
     if name == "trainer":
         certs = _serving_cert(pki, name="trainer-webhook", directory=home / "certs")
         argv = {
@@ -500,6 +433,48 @@ def configure(
         }
         return Setup(argv=argv, env={})
     raise AssertionError(f"no configuration for addon {name}")
+
+
+#: Each controller-runtime addon's Configuration apiVersion.
+_CONFIG_API = {
+    "jobset": "config.jobset.x-k8s.io/v1alpha1",
+    "lws": "config.lws.x-k8s.io/v1alpha1",
+    "kueue": "config.kueue.x-k8s.io/v1beta2",
+}
+
+
+def _controller_runtime(
+    name: str,
+    *,
+    home: Path,
+    pki: Pki,
+    ports: dict[str, int],
+    exe: dict[str, str],
+    kubeconfigs: dict[str, Path],
+    extra: dict[str, Any] | None = None,
+) -> Setup:
+    """The one process of a controller-runtime addon (JobSet, LWS, Kueue), run from a Configuration file:
+    no leader election, no certificate rotation (its serving certificate is issued here and already
+    trusted), webhook and health on loopback, no metrics listener, a client rate fit for a busy test
+    cluster; ``extra`` adds that product's own keys."""
+    certs = _serving_cert(pki, name=f"{name}-webhook", directory=home / "certs")
+    config = {
+        "apiVersion": _CONFIG_API[name],
+        "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "webhook": {"host": "127.0.0.1", "port": ports[f"{name}-webhook"], "certDir": str(certs)},
+        "metrics": {"bindAddress": "0"},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{ports[f'{name}-health']}"},
+        "clientConnection": {"qps": 100, "burst": 200},
+        **(extra or {}),
+    }
+    (home / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    process = f"{name}-controller" if name != "kueue" else "kueue-controller-manager"
+    argv = [exe[process], f"--kubeconfig={kubeconfigs[process]}", f"--config={home / 'config.yaml'}"]
+    if name != "kueue":
+        argv.append("--zap-devel=false")
+    return Setup(argv={process: [*argv, "--zap-encoder=console"]}, env={})
 
 
 def refresh(name: str, *, state_dir: Path) -> bool:
