@@ -64,7 +64,20 @@ while [[ "${1:-}" == "--with" && ( "${2:-}" == "torch" || "${2:-}" == "kueue" ||
     shift 2
 done
 
-step() { printf '\n==> %s\n' "$*" >&2; }
+# Each step ends with a line of how long it took and the total so far
+# (CI's clock: the cold figure per step comes from these lines).
+started_all=$SECONDS
+step_name=""
+step() {
+    local now=$SECONDS
+    if [[ -n "$step_name" ]]; then
+        printf '==> took %ds (%dm%02ds in all): %s\n' $((now - started_step)) $(((now - started_all) / 60)) \
+            $(((now - started_all) % 60)) "${step_name:0:60}" >&2
+    fi
+    step_name="$*"
+    started_step=$now
+    printf '\n==> %s\n' "$*" >&2
+}
 
 if [[ ! -x .venv/bin/python ]]; then
     step "creating virtualenv .venv ($("$python" --version))"
