@@ -13,6 +13,7 @@ import json
 import shutil
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -319,3 +320,21 @@ def test_network_status_plugin_writes_the_multus_format_from_the_bridge_result()
     assert netstatus.main("", {"CNI_COMMAND": "DEL"}) == (0, "")
     code, out = netstatus.main("", {"CNI_COMMAND": "VERSION"})
     assert code == 0 and "1.0.0" in json.loads(out)["supportedVersions"]
+
+
+def _node_with(conditions: list[dict[str, str]], taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    return {"status": {"conditions": conditions}, "spec": {"taints": taints or []}}
+
+
+def test_a_node_under_disk_pressure_is_not_ready_for_pods_and_says_why() -> None:
+    ready = {"type": "Ready", "status": "True"}
+    disk = {"type": "DiskPressure", "status": "True", "message": "ephemeral-storage below 2Gi"}
+    assert node.pending(lambda _path: _node_with([ready, {**disk, "status": "False"}])) == []
+    waiting = node.pending(lambda _path: _node_with([ready, disk]))
+    assert waiting == [f"node/{node.NODE_NAME} (DiskPressure: ephemeral-storage below 2Gi)"]
+
+
+def test_up_refuses_the_real_node_on_a_nearly_full_disk_naming_the_space(tmp_path: Path) -> None:
+    node.check_disk(tmp_path / "not-yet" / "state", free=lambda _p: node.MIN_FREE_BYTES)  # exactly enough: fine
+    with pytest.raises(node.NodeError, match=r"found 3\.3 GiB.*DiskPressure"):
+        node.check_disk(tmp_path, free=lambda _p: int(3.3 * 1024**3))

@@ -269,6 +269,7 @@ class Cluster:
         """
         started = time.monotonic()
         node.check_host()
+        node.check_disk(self.state_dir)
         node.claim(
             self.state_dir,
             alive=_node_alive,

@@ -378,6 +378,31 @@ def check_host() -> None:
         raise NodeError("the real node needs cgroups (v1 with the memory controller, or v2) mounted at /sys/fs/cgroup")
 
 
+#: The free space below which ``up --with node`` refuses to start: the kubelet's own floor
+#: (``evictionHard`` nodefs/imagefs 2Gi) plus room for the tests' containers and logs.
+MIN_FREE_BYTES = 5 * 1024**3
+
+
+def check_disk(state_dir: Path, *, free: Callable[[Path], int] | None = None) -> None:
+    """Raise :class:`NodeError` when the filesystem under ``state_dir`` has less than :data:`MIN_FREE_BYTES`
+    free (``free(path)`` gives the bytes available; default: ``shutil.disk_usage``).
+
+    Below 2 GiB the kubelet reports DiskPressure, evicts the pods and deletes unused images, the
+    imported sandbox image among them (containerd 1.6 cannot pin it), after which every pod fails
+    to start with an image pull error that says nothing of the disk: refuse early and say why.
+    """
+    probe = state_dir
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    available = (free or (lambda p: shutil.disk_usage(p).free))(probe)
+    if available < MIN_FREE_BYTES:
+        raise NodeError(
+            f"the real node needs {MIN_FREE_BYTES / 1024**3:.0f} GiB free on the disk under {state_dir}, "
+            f"found {available / 1024**3:.1f} GiB: below 2 GiB its kubelet reports DiskPressure, evicts the "
+            "pods and deletes the imported sandbox image (free space, e.g. old .state directories, and retry)"
+        )
+
+
 def _swap_on() -> bool:
     try:
         return len(Path("/proc/swaps").read_text().strip().splitlines()) > 1
@@ -797,7 +822,8 @@ def objects(*, ip_family: str) -> list[tuple[str, Json]]:
 
 
 def pending(get: Callable[[str], Json | None]) -> list[str]:
-    """What the node still waits for (empty: Ready, without the not-ready taint)."""
+    """What the node still waits for (empty: Ready, under no disk, memory or PID pressure, without the
+    not-ready taint)."""
     node = get(f"/api/v1/nodes/{NODE_NAME}")
     if node is None:
         return [f"node/{NODE_NAME} (not registered)"]
@@ -805,10 +831,18 @@ def pending(get: Callable[[str], Json | None]) -> list[str]:
     ready: Json = next((c for c in conditions if c.get("type") == "Ready"), {})
     if ready.get("status") != "True":
         return [f"node/{NODE_NAME} (not Ready: {ready.get('reason') or 'no status'} {ready.get('message') or ''})"]
+    pressure = [c for c in conditions if c.get("type") in _PRESSURE and c.get("status") == "True"]
+    if pressure:
+        # The kubelet evicts pods under any of these and, for disk, deletes images it cannot pull back.
+        return [f"node/{NODE_NAME} ({c['type']}: {c.get('message') or c.get('reason') or ''})" for c in pressure]
     taints = node.get("spec", {}).get("taints") or []
     if any(t.get("key") == "node.kubernetes.io/not-ready" for t in taints):
         return [f"node/{NODE_NAME} (not-ready taint)"]
     return []
+
+
+#: The Node conditions under which the kubelet evicts pods.
+_PRESSURE = ("DiskPressure", "MemoryPressure", "PIDPressure")
 
 
 def assign_pod_cidrs(api: Api, *, ip_family: str) -> list[str]:
