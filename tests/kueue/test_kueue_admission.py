@@ -177,9 +177,11 @@ def test_kueue_runs_beside_jobset_and_trainer_and_converts_its_kinds_through_its
 # admission: suspended until there is quota, then the spec once the pods run
 
 
-def _waiting_trainjob(k8s: Any, namespace: str, name: str, *, lq: str, runtime: str) -> Json:
+def _waiting_trainjob(k8s: Any, namespace: str, name: str, *, lq: str, runtime: str, priority: str = "") -> Json:
     body = trainjob(name, runtime=runtime, nodes=2)
     body["metadata"]["labels"][QUEUE_LABEL] = lq
+    if priority:
+        body["metadata"]["labels"][PRIORITY_LABEL] = priority
     body["spec"]["trainer"]["resourcesPerNode"] = {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}
     created: Json = k8s.custom.create_namespaced_custom_object(*TRAINER, namespace, "trainjobs", body)
     return created
@@ -226,19 +228,30 @@ def test_a_job_waiting_for_quota_gets_its_spec_only_once_admitted_and_running(
 
 
 # --------------------------------------------------------------------------
-# preemption: suspended, pods deleted, admitted again with new pods
+# preemption: suspended, pods deleted, admitted again with new pods (a JobSet, and a TrainJob through its JobSet)
 
 
-def test_a_preempted_and_readmitted_jobset_gets_a_new_epoch_never_mixing_the_two_admissions(
-    k8s: Any, namespace: str, controller: ControllerProcess
+@pytest.mark.parametrize("kind", ["JobSet", "TrainJob"], ids=["jobset", "trainjob"])
+def test_a_preempted_and_readmitted_job_gets_a_new_epoch_never_mixing_the_two_admissions(
+    kind: str, k8s: Any, namespace: str, controller: ControllerProcess
 ) -> None:
     low, high = priority_class(f"low-{namespace}", 100), priority_class(f"high-{namespace}", 1000)
-    with queue(k8s, namespace, quota={"cpu": "2"}, preempt_lower_priority=True, extra=[low, high]) as lq:
+    runtime = tensorflow_runtime(f"tf-{namespace}")
+    quota = {"cpu": "2", "memory": "4Gi"}  # memory: the example runtime's init container requests some
+    with (
+        queue(k8s, namespace, quota=quota, preempt_lower_priority=True, extra=[low, high]) as lq,
+        cluster_runtime(k8s, runtime),
+    ):
         with spec_log(k8s, namespace, "rings-config-low") as log:
-            _queued_jobset(k8s, namespace, "low", pods=2, lq=lq, priority=low["metadata"]["name"])
+            if kind == "JobSet":
+                _queued_jobset(k8s, namespace, "low", pods=2, lq=lq, priority=low["metadata"]["name"])
+            else:
+                _waiting_trainjob(
+                    k8s, namespace, "low", lq=lq, runtime=runtime["metadata"]["name"], priority=low["metadata"]["name"]
+                )
             first = wait_spec(k8s, namespace, "rings-config-low", timeout=90)
             _queued_jobset(k8s, namespace, "high", pods=2, lq=lq, priority=high["metadata"]["name"])
-            evicted = _workload(k8s, namespace, "JobSet", "low", until="Evicted")
+            evicted = _workload(k8s, namespace, kind, "low", until="Evicted")
             wait_spec(k8s, namespace, "rings-config-high", timeout=90)
             lost = wait_spec(k8s, namespace, "rings-config-low", status="initializing")
             _finish(k8s, namespace, "high")
