@@ -2,6 +2,7 @@
 # Benchmark ring-controller on the real local control plane (issue 6).
 #
 #   build/bench.sh --jobs 200 --pods 8 --json out.json
+#   build/bench.sh --jobs 50 --pods 8 --kube 1.32 --json out.json
 #   build/bench.sh --jobs 1 --pods 1024 --devices 8
 #   build/bench.sh --jobs 20 --pods 8 --churn 60
 #   build/bench.sh --jobs 200 --pods 8 --compare old.json --check-targets
@@ -29,6 +30,11 @@
 # StatefulSet controllers (LWS pods by the bench), on kwok nodes; `pg` adds
 # PodGroups (pods by the bench, ganged by the real scheduler; with
 # RING_DEVCLUSTER_KUBE=1.37, whose control plane serves them).
+#
+# --kube VERSION (1.32, v1.32.13) runs the bench on that Kubernetes release, in
+# the state directory .state/bench-VERSION unless --state-dir says otherwise
+# (with --delivery: the release of the node's cluster); the result records the
+# release it ran on.
 #
 # Uses the virtualenv .venv (created, and the project with its test extra and
 # the dev-cluster tool build/devcluster installed into it, when missing),

@@ -158,7 +158,7 @@ async def run(args: argparse.Namespace) -> Json:
     nodes = max(4, math.ceil(total / (args.pods_per_node or PODS_PER_NODE * NODE_FILL)))
     say(f"cluster in {args.state_dir} with {nodes} kwok nodes")
     cluster = await asyncio.to_thread(
-        ensure_up, state_dir=args.state_dir, nodes=nodes, say=lambda m: say(f"devcluster: {m}")
+        ensure_up, state_dir=args.state_dir, nodes=nodes, kube=args.kube, say=lambda m: say(f"devcluster: {m}")
     )
     cfg = Configuration()
     await kube_config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=cfg)
@@ -326,6 +326,7 @@ async def _measure(
             "command": " ".join(["build/bench.sh", *sys.argv[1:]]),
         },
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started_wall)),
+        "kube": cluster.versions.get("kube"),
         "latency_ms": latency,
         "latency_check_ms": _latency_figures(check, "initial"),
         "latency_agreement": _agreement(latency, _latency_figures(check, "initial")),
@@ -779,8 +780,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--state-dir",
         type=Path,
-        default=REPO / ".state" / "bench",
-        help="the local cluster's state directory (default .state/bench)",
+        default=None,
+        help="the local cluster's state directory (default .state/bench, with --kube .state/bench-VERSION)",
+    )
+    p.add_argument(
+        "--kube",
+        default=None,
+        metavar="VERSION",
+        help="the Kubernetes release to run on (1.32, v1.32.13: each one's newest patch on the Go module proxy; "
+        "default $RING_DEVCLUSTER_KUBE, else the running cluster's or the pinned one)",
     )
     p.add_argument("--concurrency", type=int, default=16, help="API requests in flight while creating (default 16)")
     p.add_argument(
@@ -809,6 +817,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--keep", action="store_true", help="keep the namespace (and its objects) afterwards")
     p.add_argument("--seed", type=int, default=1, help="random seed of the churn")
     args = p.parse_args(argv)
+    if args.state_dir is None:
+        args.state_dir = REPO / ".state" / (f"bench-{args.kube}" if args.kube else "bench")
     if args.jobs < 1 or args.pods < 2:
         p.error("--jobs must be at least 1 and --pods at least 2 (the RSS slope needs two sizes)")
     if args.churn and args.churn_workers > args.jobs * args.pods // 2:

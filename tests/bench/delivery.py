@@ -29,7 +29,9 @@ Each replacement also records the stages of :mod:`tests.bench.stages`
 completed, touch seen, ``SPEC_SEEN``, TF_CONFIG exported at exec, the
 program's start), in seconds after the replacement's container started.
 
-Output: tables (stdout) and ``--json OUT`` (``modes``: [{mode, samples,
+Output: tables (stdout) and ``--json OUT`` (``kube``: the cluster's release,
+``command``, ``date``, ``machine``: cpus and load average at the start and
+the end; ``modes``: [{mode, samples,
 p50_s, p95_s, max_s, survivor_samples, survivor_p50_s, survivor_max_s,
 stages_s: [per replacement], stages: {stage: {p50, p95, max}}}]).
 """
@@ -282,6 +284,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", type=Path, metavar="OUT", help="write the figures here")
     p.add_argument("--state-dir", type=Path, default=None, help="the cluster (default: the tests' workloads cluster)")
     p.add_argument("--timeout", type=float, default=240.0, help="seconds one step may take")
+    p.add_argument(
+        "--kube",
+        default=None,
+        metavar="VERSION",
+        help="the Kubernetes release of the cluster (1.32, v1.32.13; default $RING_DEVCLUSTER_KUBE, else the "
+        "running cluster's or the pinned one); a running cluster of another release is an error",
+    )
     return p.parse_args(argv)
 
 
@@ -289,7 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     modes = [m for m in args.modes.split(",") if m]
     state = args.state_dir or workloads_state_dir()
-    cluster = ensure_up(state_dir=state, addons=("node",), say=_say)
+    load_start = os.getloadavg()
+    started = time.time()
+    cluster = ensure_up(state_dir=state, addons=("node",), kube=args.kube, say=_say)
     _say(f"kubelet -v={node.KUBELET_VERBOSITY}: {node.set_kubelet_verbosity(cluster.api)}")
     nodejobs.ensure_image(IMAGE, "--controller")
     api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
@@ -361,7 +372,18 @@ def main(argv: list[str] | None = None) -> int:
         ]
         print(f"| {r['mode']} | " + " | ".join(cells) + " |")
     if args.json:
-        args.json.write_text(json.dumps({"modes": results}, indent=2) + "\n")
+        document = {
+            "kube": cluster.versions.get("kube"),
+            "command": shlex.join(["build/bench.sh", *(sys.argv[1:] if argv is None else argv)]),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
+            "machine": {
+                "cpus": os.cpu_count(),
+                "load_avg_start": [round(x, 2) for x in load_start],
+                "load_avg_end": [round(x, 2) for x in os.getloadavg()],
+            },
+            "modes": results,
+        }
+        args.json.write_text(json.dumps(document, indent=2) + "\n")
     return 0
 
 

@@ -42,6 +42,9 @@ Renderers:
   (``second-network.json``).
 - ``kueue-tier`` (docs/performance.md): the opt-in Kueue tier's latest run,
   from ``kueue.json`` (``build/kueue.sh --record``).
+- ``kube-versions`` (docs/performance.md): per Kubernetes release, the
+  spec latency after the last member Running (50 × 8 on kwok) and the
+  file-mode delivery on the real node, from ``figures/kube/``.
 - ``optin`` (docs/performance.md): what each opt-in suite would add to CI,
   its addon's build and its tests (``optin.json``, ``python -m
   tests.bench.optin``).
@@ -484,6 +487,60 @@ def kueue_tier() -> str:
     return "\n".join(lines)
 
 
+# --- per Kubernetes release ------------------------------------------------------
+
+KUBE_FIGURES = FIGURES / "kube"
+
+
+def _release_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+
+
+def _load_avg(machine: Json) -> str:
+    start, end = machine["load_avg_start"][0], machine["load_avg_end"][0]
+    return f"load {start:g} → {end:g} on {machine['cpus']} CPUs"
+
+
+def kube_versions() -> str:
+    """Per Kubernetes release of ``figures/kube/``: the spec latency after the last member Running (``bench-*.json``,
+    ``build/bench.sh --jobs 50 --pods 8 --kube V``) and the file-mode delivery on the real node (``delivery-*.json``),
+    side by side, each with its command, date and the machine's 1-minute load average at its start and end."""
+    bench = {d["kube"]: d for d in (json.loads(f.read_text()) for f in sorted(KUBE_FIGURES.glob("bench-*.json")))}
+    delivery = {d["kube"]: d for d in (json.loads(f.read_text()) for f in sorted(KUBE_FIGURES.glob("delivery-*.json")))}
+    lines = [
+        "| Kubernetes | spec latency after the last member Running, p50 / p90 / max (ms), jobs | run "
+        "| file mode: spec completed → TF_CONFIG in the new pod, p50 / p95 / max (s), replacements "
+        "| → new epoch in the file of the pod that stayed, p50 / max (s) | run |",
+        "|---|---|---|---|---|---|",
+    ]
+    for version in sorted({*bench, *delivery}, key=_release_key):
+        cells = [version]
+        if (b := bench.get(version)) is not None:
+            q = b["latency_ms"]
+            cells += [
+                f"{q['p50']:.0f} / {q['p90']:.0f} / {q['max']:.0f}, {q['count']}",
+                f"`{b['scenario']['command']}`, {b['date']}, {_load_avg(b['machine'])}",
+            ]
+        else:
+            cells += ["not measured", "–"]
+        mode = (
+            next((m for m in delivery[version]["modes"] if m["mode"] == "file+touch"), None)
+            if version in delivery
+            else None
+        )
+        if mode is not None:
+            d = delivery[version]
+            cells += [
+                f"{mode['p50_s']:.3f} / {mode['p95_s']:.3f} / {mode['max_s']:.3f}, {len(mode['samples'])}",
+                f"{mode['survivor_p50_s']:.3f} / {mode['survivor_max_s']:.3f}" if mode["survivor_samples"] else "–",
+                f"`{d['command']}`, {d['date']}, {_load_avg(d['machine'])}",
+            ]
+        else:
+            cells += ["not measured", "–", "–"]
+        lines.append("| " + " | ".join(_escape(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
 #: Block name -> its renderer.
 def optin() -> str:
     """One row per opt-in suite of ``optin.json``: its addon's build (and with which Go build cache), its cluster's
@@ -524,6 +581,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     **scaleblocks.BLOCKS,
     "kueue-tier": kueue_tier,
     "optin": optin,
+    "kube-versions": kube_versions,
 }
 
 

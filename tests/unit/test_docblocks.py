@@ -96,3 +96,38 @@ def test_a_comparison_without_dns_runs_renders_what_it_has(monkeypatch: pytest.M
     assert "- file mode overhead p50 <= 1.0 s at 8 workers: not measured" in targets
     # Measured without DNS runs, the self-registration target still gets its verdict (whichever it is).
     assert targets[0].startswith("- self-registration overhead p50 <= 0.25 s: **") and "not measured" not in targets[0]
+
+
+def _kube_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    machine = {"cpus": 2, "load_avg_start": [1.5, 1.0, 1.0], "load_avg_end": [2.25, 1.0, 1.0]}
+    bench = {
+        "kube": "v1.10.1",
+        "date": "2026-12-03 14:00 UTC",
+        "scenario": {"command": "build/bench.sh --jobs 50 --pods 8 --kube 1.10"},
+        "latency_ms": {"count": 50, "p50": 210.4, "p90": 650.6, "p99": 900.0, "max": 900.2},
+        "machine": machine,
+    }
+    file_mode = {"mode": "file+touch", "samples": [1.0, 1.2], "p50_s": 1.1, "p95_s": 1.19, "max_s": 1.2}
+    delivery = {
+        "kube": "v1.9.3",
+        "date": "2026-12-03 14:10 UTC",
+        "command": "build/bench.sh --delivery --modes file+touch",
+        "machine": machine,
+        "modes": [{**file_mode, "survivor_samples": [0.2], "survivor_p50_s": 0.2, "survivor_max_s": 0.2}],
+    }
+    (tmp_path / "bench-50x8-v1.10.1.json").write_text(json.dumps(bench))
+    (tmp_path / "delivery-v1.9.3.json").write_text(json.dumps(delivery))
+    monkeypatch.setattr(docblocks, "KUBE_FIGURES", tmp_path)
+    return tmp_path
+
+
+def test_releases_sort_by_number_and_a_missing_measurement_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _kube_figures(tmp_path, monkeypatch)
+    rows = [line for line in docblocks.kube_versions().splitlines() if line.startswith("| v1.")]
+    assert [row.split(" | ")[0] for row in rows] == ["| v1.9.3", "| v1.10.1"]
+    assert "not measured" in rows[0].split(" | ")[1]  # 1.9 has delivery figures only
+    assert "1.100 / 1.190 / 1.200, 2" in rows[0] and "0.200 / 0.200" in rows[0]
+    assert "210 / 651 / 900, 50" in rows[1] and "load 1.5 → 2.25 on 2 CPUs" in rows[1]
+    assert rows[1].endswith("| not measured | – | – |")
