@@ -341,6 +341,7 @@ async def _measure(
         "controller_latency_mean_ms": round(controller_latency * 1000, 2) if controller_latency is not None else None,
         "controller_cpu_total_s": round(end.cpu_s, 2),
         "controller_queue": _queue_figures(m_load),
+        "loop_lag": loop_lag_figures(m_end),
         "cpu_s": {k: round(v - cpu_start.get(k, 0.0), 2) for k, v in cpu_load.items()},
         "apiserver_ms": _apiserver_figures(apiserver_load),
         "apiserver_writes": _apiserver_writes(apiserver_load),
@@ -582,6 +583,20 @@ def _queue_figures(m: Metrics) -> Json:
     }
 
 
+def loop_lag_figures(m: Metrics) -> Json:
+    """How long the controller's event loop was held (``ringcontroller_event_loop_lag_seconds``, since its start):
+    the largest lag, and the samples later than 0.5 s and 1 s."""
+    count = m.sum("ringcontroller_event_loop_lag_seconds_count")
+    if not count:
+        return {"max_s": None, "samples": 0, "over_0_5_s": None, "over_1_s": None}
+    return {
+        "max_s": round(m.sum("ringcontroller_event_loop_lag_max_seconds"), 3),
+        "samples": int(count),
+        "over_0_5_s": int(count - m.sum("ringcontroller_event_loop_lag_seconds_bucket", le="0.5")),
+        "over_1_s": int(count - m.sum("ringcontroller_event_loop_lag_seconds_bucket", le="1.0")),
+    }
+
+
 def _too_large_bytes(events: list[Json]) -> int | None:
     for event in events:
         m = re.search(r"is (\d+) bytes", str(event.get("message", "")))
@@ -709,12 +724,15 @@ async def _failover(
         first_spec = time.monotonic() - killed
         if took_lease is None:
             took_lease = first_spec  # the spec was seen before a metrics poll showed the lease
+        lag = loop_lag_figures(parse_metrics(await asyncio.to_thread(other.metrics)))
         await asyncio.to_thread(leader.stop, 9)
         t1 = time.monotonic()
         await asyncio.to_thread(leader.start, ready_timeout=ready_timeout)
         listed.append(time.monotonic() - t1)
         standby_rss.append(proc_sample(leader.pid).rss_mb)
-        rounds.append({"lease_s": round(took_lease, 2), "first_spec_s": round(first_spec, 2)})
+        rounds.append(
+            {"lease_s": round(took_lease, 2), "first_spec_s": round(first_spec, 2), "new_leader_loop_lag": lag}
+        )
         say(f"failover {n + 1}: lease taken after {took_lease:.1f}s, probe spec completed after {first_spec:.1f}s")
         leader, other = other, leader
     changed = {
