@@ -206,6 +206,8 @@ class Controller:
         self.api_available: dict[str, bool] = {}
         #: Each served optional API's group version in use (the newest served, :func:`served_version`).
         self.api_versions: dict[str, str] = {}
+        #: Where big jobs are decided, off the event loop (closed by ``stop``).
+        self._offload = Offload()
         self.agent = Agent(
             api=self.kube_api,
             enqueue=self._enqueue,
@@ -226,7 +228,7 @@ class Controller:
                 hypernodes=self._hypernode_path,
             ),
             pods_on_node=lambda name: [p for r in self.pods for p in r.store.by_index("node", name)],
-            offload=Offload(),
+            offload=self._offload,
         )
         self._informers: list[asyncio.Task[None]] = []
         self._workers: list[asyncio.Task[None]] = []
@@ -519,8 +521,7 @@ class Controller:
         for task in [*self._workers, *self._informers]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        if self.agent.offload is not None:
-            self.agent.offload.close()
+        self._offload.close()
         log.info("controller.stopped")
 
 
