@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -258,6 +259,8 @@ async def _measure(
     cpu_start = _cpu_by_process(cluster, controller)
     apiserver_start = await _apiserver_metrics(api)
     rss_samples: list[Json] = [{"pods": 0, "rss_mb": round(at_ready.rss_mb, 2)}]
+    depths: list[float] = []
+    sampling = asyncio.create_task(_sample_depth(controller, depths))
     timings: dict[str, float] = {}
     started = time.monotonic()
     started_wall = time.time()
@@ -284,6 +287,7 @@ async def _measure(
     if touching:
         await _wait_touched(observer, [p for p in plans if p.pods <= ceiling], timeout=timeout)
     timings["all_settled"] = round(time.monotonic() - started, 2)
+    sampling.cancel()
     after_load = proc_sample(controller.pid)
     m_load = (await _scrape(controller)).delta(m_start)
     cpu_load = _cpu_by_process(cluster, controller)
@@ -342,6 +346,7 @@ async def _measure(
         "controller_cpu_total_s": round(end.cpu_s, 2),
         "controller_queue": _queue_figures(m_load),
         "loop_lag": loop_lag_figures(m_end),
+        "queue_depth": {"max": int(max(depths, default=0)), "samples": len(depths), "every_s": DEPTH_EVERY_S},
         "cpu_s": {k: round(v - cpu_start.get(k, 0.0), 2) for k, v in cpu_load.items()},
         "apiserver_ms": _apiserver_figures(apiserver_load),
         "apiserver_writes": _apiserver_writes(apiserver_load),
@@ -581,6 +586,18 @@ def _queue_figures(m: Metrics) -> Json:
         "wait_mean_ms": round(wait * 1000, 2) if wait is not None else None,
         "sync_mean_ms": round(work * 1000, 2) if work is not None else None,
     }
+
+
+#: Seconds between two samples of the controller's ``workqueue_depth`` during the load.
+DEPTH_EVERY_S = 2.0
+
+
+async def _sample_depth(controller: ControllerProcess, depths: list[float]) -> None:
+    """Append the controller's queue depth to ``depths`` every :data:`DEPTH_EVERY_S` until cancelled."""
+    while True:
+        with contextlib.suppress(OSError, ValueError):
+            depths.append((await _scrape(controller)).sum("workqueue_depth", name=QUEUE))
+        await asyncio.sleep(DEPTH_EVERY_S)
 
 
 def loop_lag_figures(m: Metrics) -> Json:
