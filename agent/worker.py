@@ -103,11 +103,21 @@ class Offload:
     (5 ms), and compression releases it. ``wants(pods=, expected=,
     stored=)`` says whether a job of that size goes to the thread. ``close``
     lets the thread end once its current call returns (the daemon's stop).
+    ``release``, when given, is called on the thread after each call: the
+    daemon returns the memory the big texts freed to the system there
+    (:func:`ringcontroller.memory.release`), off the loop.
     """
 
-    def __init__(self, *, min_pods: int = OFFLOAD_MIN_PODS, min_stored: int = OFFLOAD_MIN_STORED) -> None:
+    def __init__(
+        self,
+        *,
+        min_pods: int = OFFLOAD_MIN_PODS,
+        min_stored: int = OFFLOAD_MIN_STORED,
+        release: Callable[[], None] | None = None,
+    ) -> None:
         self.min_pods = min_pods
         self.min_stored = min_stored
+        self._release = release
         self._executor: ThreadPoolExecutor | None = None
 
     def wants(self, *, pods: int = 0, expected: int = 0, stored: int = 0) -> bool:
@@ -118,7 +128,14 @@ class Offload:
         """``fn()`` on the thread (see the class doc)."""
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ring-decide")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._call, fn)
+
+    def _call(self, fn: Callable[[], _T]) -> _T:
+        try:
+            return fn()
+        finally:
+            if self._release is not None:
+                self._release()
 
     def close(self) -> None:
         """Stop taking work; the thread ends after its current call."""

@@ -78,7 +78,7 @@ from model.serving import serving_workload
 from model.topology import Path, RankOrder, node_path
 from ranktable.backoff import Backoff
 from ranktable.clusterspec import STATUS_COMPLETED
-from ringcontroller import kube
+from ringcontroller import kube, memory
 from ringcontroller.metrics import (
     LOOP_LAG_INTERVAL,
     REGISTRY,
@@ -207,7 +207,7 @@ class Controller:
         #: Each served optional API's group version in use (the newest served, :func:`served_version`).
         self.api_versions: dict[str, str] = {}
         #: Where big jobs are decided, off the event loop (closed by ``stop``).
-        self._offload = Offload()
+        self._offload = Offload(release=memory.release)
         self.agent = Agent(
             api=self.kube_api,
             enqueue=self._enqueue,

@@ -7,12 +7,15 @@ import json
 import threading
 from typing import Any
 
+import pytest
+
 from agent.worker import JobWorker, Offload, snapshot_order
 from model.configmap import configmap_record
 from model.pod import pod_record
 from model.records import PodRecord, WorkloadRecord
 from model.topology import HOSTNAME_KEY, RankOrder
 from model.volcano import workload_record
+from ringcontroller import memory
 from tests.support.factories import volcano_job, volcano_pod
 from tests.support.memoryapi import MemoryAPI
 
@@ -135,3 +138,20 @@ def test_what_goes_to_the_thread() -> None:
     assert offload.wants(pods=1000)
     assert offload.wants(expected=1000)
     assert offload.wants(stored=100_000)
+
+
+async def test_memory_is_released_on_the_thread_after_each_call_even_a_failing_one() -> None:
+    released: list[str] = []
+    offload = Offload(release=lambda: released.append(threading.current_thread().name))
+    try:
+        assert await offload.run(lambda: 7) == 7
+        with pytest.raises(ZeroDivisionError, match="division"):
+            await offload.run(lambda: 1 // 0)
+    finally:
+        offload.close()
+    assert released == ["ring-decide_0", "ring-decide_0"]
+
+
+def test_the_daemons_release_returns_and_is_safe_to_call_again() -> None:
+    memory.release()
+    memory.release()
