@@ -36,7 +36,7 @@ from agent.api import Json, KubeAPI
 from agent.decide import STATUS_INVALID
 from agent.events import EventCorrelator
 from agent.metrics import AgentMetrics, private
-from agent.worker import JobWorker, WorkerStatus
+from agent.worker import JobWorker, Offload, WorkerStatus
 from model import podgroup
 from model.keys import DEFAULT_MAX_MEMBERS, DEFAULT_TOUCH_MAX_MEMBERS
 from model.kinds import short_name
@@ -171,8 +171,11 @@ class Agent:
         max_members: int = DEFAULT_MAX_MEMBERS,
         touch_max_members: int = DEFAULT_TOUCH_MAX_MEMBERS,
         clock: Callable[[], float] = time.monotonic,
+        offload: Offload | None = None,
     ) -> None:
         self._api = api
+        #: Where the workers decide big jobs (:class:`agent.worker.Offload`; None: on the loop, every job).
+        self.offload = offload
         self._max_members = max_members
         self._touch_max_members = touch_max_members
         self._order = order
@@ -262,6 +265,7 @@ class Agent:
                 metrics=self.metrics,
                 max_members=self._max_members,
                 touch_max_members=self._touch_max_members,
+                offload=self.offload,
             )
         before, was = worker.status, worker.kind
         cm = self._configmap(object_key(workload.namespace, workload.configmap))

@@ -754,7 +754,7 @@ def decide(
     try:
         data, stored = _files(spec, table=table, version=version, scale_out=scale_out, size_limit=size_limit)
     except TooLarge as e:
-        problems.append(Problem("too_large", f"spec of {expected} members is {e}"))
+        problems.append(Problem("too_large", too_large_message(e, members=expected, table=table)))
         return Decision(spec=spec, data=None, ready=len(counting), problems=tuple(problems))
     if invalid:
         return Decision(spec=spec, data=None, ready=len(counting), problems=tuple(problems))
@@ -818,6 +818,23 @@ def _addressed(
         return listed, collision
     moved = tuple(m if port == m.port else replace_record(m, port=port) for m, port in zip(listed, ports, strict=True))
     return moved, None
+
+
+def too_large_message(error: TooLarge, *, members: int, table: bool) -> str:
+    """The ``too_large`` problem's message: the sizes and the limit (``error``'s), that nothing is
+    written, and what the user can do: how many members of this job would fit (the compressed size
+    grows about linearly with the members), and with a rank table a version with shorter entries."""
+    fit = members * error.limit // error.stored if error.stored else 0
+    shorter = (
+        "; or, where the hardware allows, a rank table version with shorter entries "
+        "(the controller's --ranktable-version; 1.0 has the shortest)"
+        if table
+        else ""
+    )
+    return (
+        f"spec of {members} members is {error}; no spec is written (what the ConfigMap held stays). "
+        f"About {fit:,} members of this job fit one ConfigMap: split it into jobs of at most that many{shorter}"
+    )
 
 
 def _too_many(workload: WorkloadRecord, previous: ClusterSpec | None, max_members: int) -> Decision:

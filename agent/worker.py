@@ -36,14 +36,24 @@ a log line, ``ringcontroller_pod_touches_total{result="skipped"}`` counting
 the pods left); their mounted file arrives with the kubelet's periodic sync,
 and API mode (``ring-launch --from-api``) delivers at any size without pod
 writes.
+
+Big jobs are decided off the event loop (:class:`Offload`): deciding,
+rendering, validating and compressing the spec of a 20,000-member job, or
+parsing the one a new leader finds in its cache, costs seconds of CPU on a
+loaded machine, and on the loop every other job's sync, the informers and
+the Lease renewal's answers would wait that long.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Final, Literal
+from dataclasses import replace as dc_replace
+from functools import partial
+from typing import Final, Literal, TypeVar
 
 import structlog
 
@@ -67,6 +77,87 @@ MAX_CONFLICTS = 3
 #: (load 7-17), where the API server's CPU is the bound (docs/performance.md,
 #: "The touch at scale").
 TOUCH_CONCURRENCY = 64
+
+#: A job with at least this many pods (or expecting as many members) is decided
+#: on :class:`Offload`'s thread. Below it a decision takes milliseconds and the
+#: hop to the thread would cost more than it spares the loop.
+OFFLOAD_MIN_PODS = 1_000
+#: A ConfigMap whose stored files are at least this many characters is parsed
+#: on :class:`Offload`'s thread (a 20,000-member spec is 0.3-1 MB stored).
+OFFLOAD_MIN_STORED = 100_000
+
+_T = TypeVar("_T")
+
+
+class Offload:
+    """Where the big jobs' decisions run: one thread beside the event loop.
+
+    ``await run(fn)`` calls ``fn()`` on the thread and returns its result
+    (or raises what it raised); ``fn`` must read only values no other thread
+    changes while it runs (records are frozen; lists passed in are the
+    caller's own copies; lookups into live caches are resolved on the loop
+    first, see :func:`snapshot_order`). One thread, so one big decision at a
+    time: two 20,000-member renders at once would double the controller's
+    peak memory, and the GIL lets only one of them run anyway. The loop
+    keeps running meanwhile: the thread yields the GIL every switch interval
+    (5 ms), and compression releases it. ``wants(pods=, expected=,
+    stored=)`` says whether a job of that size goes to the thread. ``close``
+    lets the thread end once its current call returns (the daemon's stop).
+    ``release``, when given, is called on the thread after each call: the
+    daemon returns the memory the big texts freed to the system there
+    (:func:`ringcontroller.memory.release`), off the loop.
+    """
+
+    def __init__(
+        self,
+        *,
+        min_pods: int = OFFLOAD_MIN_PODS,
+        min_stored: int = OFFLOAD_MIN_STORED,
+        release: Callable[[], None] | None = None,
+    ) -> None:
+        self.min_pods = min_pods
+        self.min_stored = min_stored
+        self._release = release
+        self._executor: ThreadPoolExecutor | None = None
+
+    def wants(self, *, pods: int = 0, expected: int = 0, stored: int = 0) -> bool:
+        """True when a job of ``pods`` pods, ``expected`` members or ``stored`` stored characters goes to the thread."""
+        return pods >= self.min_pods or expected >= self.min_pods or stored >= self.min_stored
+
+    async def run(self, fn: Callable[[], _T]) -> _T:
+        """``fn()`` on the thread (see the class doc)."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ring-decide")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._call, fn)
+
+    def _call(self, fn: Callable[[], _T]) -> _T:
+        try:
+            return fn()
+        finally:
+            if self._release is not None:
+                self._release()
+
+    def close(self) -> None:
+        """Stop taking work; the thread ends after its current call."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+
+def snapshot_order(order: RankOrder | None, pods: list[PodRecord]) -> RankOrder | None:
+    """``order`` with its node lookups (which read the controller's live caches) resolved now, on the
+    loop, for the nodes of ``pods``: what a decision on :class:`Offload`'s thread may read."""
+    if order is None:
+        return None
+    nodes = {p.node for p in pods}
+    paths = {n: order.node_path(n) for n in nodes}
+    chains = {n: order.hypernodes(n) for n in nodes}
+    return dc_replace(
+        order,
+        node_path=lambda name: paths[name] if name in paths else None,
+        hypernodes=lambda name: chains.get(name, {}),
+    )
+
 
 #: A job's status as its worker last settled it: a :data:`agent.decide.JobStatus`
 #: (the status of the spec written, or ``invalid``), ``""`` before the first
@@ -132,8 +223,10 @@ class JobWorker:
         metrics: AgentMetrics | None = None,
         max_members: int = DEFAULT_MAX_MEMBERS,
         touch_max_members: int = DEFAULT_TOUCH_MAX_MEMBERS,
+        offload: Offload | None = None,
     ) -> None:
         self._api = api
+        self._offload = offload
         self._self_register = self_register
         self._max_members = max_members
         self._touch_max_members = touch_max_members
@@ -178,15 +271,8 @@ class JobWorker:
         try:
             base = await self._base(workload, cm)
             for _ in range(MAX_CONFLICTS):
-                decision = decide(
-                    workload,
-                    pods,
-                    previous=base.spec if base else None,
-                    hccl_version=self._hccl_version,
-                    self_register=self._self_register,
-                    order=order,
-                    held=self._held,
-                    max_members=self._max_members,
+                decision = await self._decide(
+                    workload, pods, previous=base.spec if base else None, order=order, held=self._held
                 )
                 await self._report(workload, decision.problems, bound.bind(epoch=decision.spec.epoch))
                 if decision.data is None:
@@ -219,14 +305,7 @@ class JobWorker:
             self.status = STATUS_INVALID
             self.written = None
             await self._report(workload, (Problem(e.reason, str(e)),), bound)
-            return decide(
-                workload,
-                pods,
-                previous=None,
-                hccl_version=self._hccl_version,
-                self_register=self._self_register,
-                max_members=self._max_members,
-            )
+            return await self._decide(workload, pods, previous=None, order=None, held=None)
         raise RuntimeError(f"ConfigMap {workload.configmap}: still conflicting after {MAX_CONFLICTS} attempts")
 
     async def _base(self, workload: WorkloadRecord, cm: ConfigMapRecord | None) -> Written | None:
@@ -244,6 +323,41 @@ class JobWorker:
         w = self.written
         if w is not None and w.uid == cm.uid and cm.resource_version in (w.resource_version, w.replaced):
             return w
+        return await self._parse(cm)
+
+    async def _decide(
+        self,
+        workload: WorkloadRecord,
+        pods: list[PodRecord],
+        *,
+        previous: ClusterSpec | None,
+        order: RankOrder | None,
+        held: ClusterSpec | None,
+    ) -> Decision:
+        """:func:`agent.decide.decide` with this worker's settings; a big job's on :class:`Offload`'s thread."""
+        offload = self._offload is not None and self._offload.wants(pods=len(pods), expected=workload.expected)
+        if offload:
+            order = snapshot_order(order, pods)
+        call = partial(
+            decide,
+            workload,
+            pods,
+            previous=previous,
+            hccl_version=self._hccl_version,
+            self_register=self._self_register,
+            order=order,
+            held=held,
+            max_members=self._max_members,
+        )
+        if offload and self._offload is not None:
+            return await self._offload.run(call)
+        return call()
+
+    async def _parse(self, cm: ConfigMapRecord) -> Written:
+        """:func:`_written` of ``cm``; a big spec's on :class:`Offload`'s thread."""
+        stored = sum(map(len, cm.data.values())) + sum(map(len, cm.binary_data.values()))
+        if self._offload is not None and self._offload.wants(stored=stored):
+            return await self._offload.run(partial(_written, cm))
         return _written(cm)
 
     async def _fetch(self, workload: WorkloadRecord) -> Written | None:
@@ -253,7 +367,7 @@ class JobWorker:
             return None
         cm = configmap_record(raw)
         _check_owner(workload, cm)
-        return _written(cm)
+        return await self._parse(cm)
 
     async def _write(self, workload: WorkloadRecord, decision: Decision, base: Written | None) -> Written:
         assert decision.data is not None and decision.stored is not None

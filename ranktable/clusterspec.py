@@ -445,6 +445,11 @@ def check_device_id(value: object, where: str) -> None:
 def spec_to_dict(spec: ClusterSpec) -> dict[str, Any]:
     """The JSON object of ``spec`` (after validation), as :func:`spec_to_json` writes it."""
     validate_spec(spec)
+    return {**_head(spec), "members": [_member_dict(m, topology=bool(spec.rank_order)) for m in spec.members]}
+
+
+def _head(spec: ClusterSpec) -> dict[str, Any]:
+    """The JSON object of ``spec`` but its members."""
     job = spec.job
     return {
         "status": spec.status,
@@ -458,27 +463,38 @@ def spec_to_dict(spec: ClusterSpec) -> dict[str, Any]:
         },
         "epoch": spec.epoch,
         "expected": spec.expected,
-        "members": [
-            {
-                "rank": m.rank,
-                "task": m.task,
-                "role": m.role,
-                "index": m.index,
-                "pod": m.pod,
-                "uid": m.uid,
-                "ip": m.ip,
-                "port": m.port,
-                "node": m.node,
-                "host": m.host,
-                "devices": [{"id": d.device_id, "ip": d.device_ip} for d in m.devices],
-                **({"slots": m.slots} if m.slots != DEFAULT_SLOTS else {}),
-                **({"topology": list(m.topology)} if spec.rank_order else {}),
-                **({"interface": m.interface} if m.interface else {}),
-            }
-            for m in spec.members
-        ],
         **({"rankOrder": spec.rank_order, "topologyKeys": list(spec.topology_keys)} if spec.rank_order else {}),
     }
+
+
+def _member_dict(m: Member, *, topology: bool) -> dict[str, Any]:
+    return {
+        "rank": m.rank,
+        "task": m.task,
+        "role": m.role,
+        "index": m.index,
+        "pod": m.pod,
+        "uid": m.uid,
+        "ip": m.ip,
+        "port": m.port,
+        "node": m.node,
+        "host": m.host,
+        "devices": [{"id": d.device_id, "ip": d.device_ip} for d in m.devices],
+        **({"slots": m.slots} if m.slots != DEFAULT_SLOTS else {}),
+        **({"topology": list(m.topology)} if topology else {}),
+        **({"interface": m.interface} if m.interface else {}),
+    }
+
+
+#: Members encoded at once by :func:`spec_to_json`: the JSON objects of a 20,000-member spec held
+#: all at once took some 20 MB of the controller's peak, a chunk's take a few hundred KB.
+_CHUNK = 500
+#: Stands for the members in the encoded head; no string of a valid spec holds a NUL.
+_MEMBERS = "\0members\0"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, check_circular=False)
 
 
 def spec_to_json(spec: ClusterSpec) -> str:
@@ -486,11 +502,23 @@ def spec_to_json(spec: ClusterSpec) -> str:
 
     Deterministic: equal specs give equal text, so callers may compare texts
     to skip no-op writes. Raises :class:`SpecError` if ``spec`` is invalid
-    (the writer must never publish what the reader would reject).
+    (the writer must never publish what the reader would reject). The text
+    is ``json.dumps(spec_to_dict(spec), sort_keys=True, separators=(",",
+    ":"), ensure_ascii=False)``, encoded a chunk of members at a time (a
+    tree: no cycle to find).
     """
-    return json.dumps(
-        spec_to_dict(spec), sort_keys=True, separators=(",", ":"), ensure_ascii=False, check_circular=False
-    )  # a tree: no cycle to find
+    validate_spec(spec)
+    topology = bool(spec.rank_order)
+    members = spec.members
+    chunks = (
+        _dumps([_member_dict(m, topology=topology) for m in members[at : at + _CHUNK]])[1:-1]
+        for at in range(0, len(members), _CHUNK)
+    )
+    head = _dumps({**_head(spec), "members": _MEMBERS})
+    before, marker, after = head.partition(_dumps(_MEMBERS))
+    if not marker:
+        raise AssertionError("the members' marker is missing from the encoded head")
+    return before + "[" + ",".join(chunks) + "]" + after
 
 
 # Parsing -------------------------------------------------------------------------

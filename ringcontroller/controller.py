@@ -65,6 +65,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from agent.agent import Agent
 from agent.api import NotFound
+from agent.worker import Offload
 from model import podgroup, trainjob
 from model.configmap import configmap_record
 from model.hypernode import HyperNode, HyperNodeIndex, hypernode_record
@@ -77,8 +78,16 @@ from model.serving import serving_workload
 from model.topology import Path, RankOrder, node_path
 from ranktable.backoff import Backoff
 from ranktable.clusterspec import STATUS_COMPLETED
-from ringcontroller import kube
-from ringcontroller.metrics import REGISTRY, agent_metrics, api_metrics, reconcile_metrics, spec_metrics
+from ringcontroller import kube, memory
+from ringcontroller.metrics import (
+    LOOP_LAG_INTERVAL,
+    REGISTRY,
+    agent_metrics,
+    api_metrics,
+    loop_metrics,
+    reconcile_metrics,
+    spec_metrics,
+)
 from ringcontroller.options import Options
 from ringcontroller.reflector import Reflector
 from ringcontroller.resource import CONFIGMAPS, HYPERNODES, NODES, PODS, RESOURCE_CLAIMS, RUNTIMES, of_kind
@@ -197,6 +206,8 @@ class Controller:
         self.api_available: dict[str, bool] = {}
         #: Each served optional API's group version in use (the newest served, :func:`served_version`).
         self.api_versions: dict[str, str] = {}
+        #: Where big jobs are decided, off the event loop (closed by ``stop``).
+        self._offload = Offload(release=memory.release)
         self.agent = Agent(
             api=self.kube_api,
             enqueue=self._enqueue,
@@ -217,6 +228,7 @@ class Controller:
                 hypernodes=self._hypernode_path,
             ),
             pods_on_node=lambda name: [p for r in self.pods for p in r.store.by_index("node", name)],
+            offload=self._offload,
         )
         self._informers: list[asyncio.Task[None]] = []
         self._workers: list[asyncio.Task[None]] = []
@@ -415,6 +427,7 @@ class Controller:
         """Start every informer and wait until all caches synced."""
         await self.discover()
         self._informers = [asyncio.create_task(r.run(), name=f"informer-{r.resource}") for r in self.reflectors]
+        self._informers.append(asyncio.create_task(_sample_loop_lag(), name="loop-lag"))
         await asyncio.gather(*(r.has_synced.wait() for r in self.reflectors))
         log.info(
             "caches.synced",
@@ -508,4 +521,15 @@ class Controller:
         for task in [*self._workers, *self._informers]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        self._offload.close()
         log.info("controller.stopped")
+
+
+async def _sample_loop_lag() -> None:
+    """Observe, every :data:`~ringcontroller.metrics.LOOP_LAG_INTERVAL` seconds, how late the loop woke
+    (``ringcontroller_event_loop_lag_seconds``); runs until cancelled."""
+    metrics = loop_metrics(REGISTRY)
+    while True:
+        due = time.monotonic() + LOOP_LAG_INTERVAL
+        await asyncio.sleep(LOOP_LAG_INTERVAL)
+        metrics.observe(max(0.0, time.monotonic() - due))

@@ -229,6 +229,44 @@ class ReconcileMetrics:
         self.max_concurrent.labels(controller).set(max_concurrent)
 
 
+#: Seconds the event loop ran late (:class:`LoopMetrics`).
+LOOP_LAG_BUCKETS: tuple[float, ...] = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class LoopMetrics:
+    """``ringcontroller_event_loop_lag_seconds``: how late a timer on the daemon's
+    event loop fired, observed every :data:`LOOP_LAG_INTERVAL` seconds by
+    ``ringcontroller.controller`` (the caller): the time everything on the loop
+    (informers, syncs, the Lease's answers) waited behind whatever held it.
+    ``ringcontroller_event_loop_lag_max_seconds``: the largest lag since the
+    process started."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.lag = Histogram(
+            "ringcontroller_event_loop_lag_seconds",
+            "How late a timer on the event loop fired, sampled every 0.25 s",
+            buckets=LOOP_LAG_BUCKETS,
+            registry=registry,
+        )
+        self.lag_max = Gauge(
+            "ringcontroller_event_loop_lag_max_seconds",
+            "The largest event loop lag seen since the process started",
+            registry=registry,
+        )
+        self._max = 0.0
+
+    def observe(self, lag: float) -> None:
+        """Record one sample of ``lag`` seconds."""
+        self.lag.observe(lag)
+        if lag > self._max:
+            self._max = lag
+            self.lag_max.set(lag)
+
+
+#: Seconds between two samples of the event loop's lag.
+LOOP_LAG_INTERVAL = 0.25
+
+
 #: Seconds of one successful Lease renewal, from its first request to the answer.
 RENEWAL_BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 
@@ -327,6 +365,10 @@ on ``registry`` (default ``REGISTRY``), created on first use."""
 
 spec_metrics = _per_registry(SpecMetrics)
 """``spec_metrics(registry=None)``: the spec-age gauge on ``registry``
+(default ``REGISTRY``), created on first use."""
+
+loop_metrics = _per_registry(LoopMetrics)
+"""``loop_metrics(registry=None)``: the event loop's lag on ``registry``
 (default ``REGISTRY``), created on first use."""
 
 api_metrics = _per_registry(ApiMetrics)

@@ -130,7 +130,10 @@ PROBLEM_HINTS: Final[dict[str, str]] = {
         f"Pods whose member index is at or beyond the job's member count (a PodGroup's gang.minCount): "
         f"fix their {RANK_ANNOTATION} annotation (0 to the count minus one), or the group's minCount."
     ),
-    "too_large": "The spec exceeds the ConfigMap size limit: fewer members, or a smaller rank table version.",
+    "too_large": (
+        "The spec exceeds the ConfigMap size limit even compressed (the Warning SpecTooLarge names both sizes and "
+        "how many members fit): split the job into smaller ones, or use a rank table version with shorter entries."
+    ),
     "too_many_members": "The job asks for more members than the controller's --max-members: fewer, or raise the flag.",
     "foreign_configmap": (
         f"The ConfigMap exists without the label {MANAGED_LABEL}={MANAGED_VALUE}, so the controller never touches it: "

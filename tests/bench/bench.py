@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -258,6 +259,8 @@ async def _measure(
     cpu_start = _cpu_by_process(cluster, controller)
     apiserver_start = await _apiserver_metrics(api)
     rss_samples: list[Json] = [{"pods": 0, "rss_mb": round(at_ready.rss_mb, 2)}]
+    depths: list[float] = []
+    sampling = asyncio.create_task(_sample_depth(controller, depths))
     timings: dict[str, float] = {}
     started = time.monotonic()
     started_wall = time.time()
@@ -284,6 +287,7 @@ async def _measure(
     if touching:
         await _wait_touched(observer, [p for p in plans if p.pods <= ceiling], timeout=timeout)
     timings["all_settled"] = round(time.monotonic() - started, 2)
+    sampling.cancel()
     after_load = proc_sample(controller.pid)
     m_load = (await _scrape(controller)).delta(m_start)
     cpu_load = _cpu_by_process(cluster, controller)
@@ -342,6 +346,8 @@ async def _measure(
         "controller_latency_mean_ms": round(controller_latency * 1000, 2) if controller_latency is not None else None,
         "controller_cpu_total_s": round(end.cpu_s, 2),
         "controller_queue": _queue_figures(m_load),
+        "loop_lag": loop_lag_figures(m_end),
+        "queue_depth": {"max": int(max(depths, default=0)), "samples": len(depths), "every_s": DEPTH_EVERY_S},
         "cpu_s": {k: round(v - cpu_start.get(k, 0.0), 2) for k, v in cpu_load.items()},
         "apiserver_ms": _apiserver_figures(apiserver_load),
         "apiserver_writes": _apiserver_writes(apiserver_load),
@@ -583,6 +589,32 @@ def _queue_figures(m: Metrics) -> Json:
     }
 
 
+#: Seconds between two samples of the controller's ``workqueue_depth`` during the load.
+DEPTH_EVERY_S = 2.0
+
+
+async def _sample_depth(controller: ControllerProcess, depths: list[float]) -> None:
+    """Append the controller's queue depth to ``depths`` every :data:`DEPTH_EVERY_S` until cancelled."""
+    while True:
+        with contextlib.suppress(OSError, ValueError):
+            depths.append((await _scrape(controller)).sum("workqueue_depth", name=QUEUE))
+        await asyncio.sleep(DEPTH_EVERY_S)
+
+
+def loop_lag_figures(m: Metrics) -> Json:
+    """How long the controller's event loop was held (``ringcontroller_event_loop_lag_seconds``, since its start):
+    the largest lag, and the samples later than 0.5 s and 1 s."""
+    count = m.sum("ringcontroller_event_loop_lag_seconds_count")
+    if not count:
+        return {"max_s": None, "samples": 0, "over_0_5_s": None, "over_1_s": None}
+    return {
+        "max_s": round(m.sum("ringcontroller_event_loop_lag_max_seconds"), 3),
+        "samples": int(count),
+        "over_0_5_s": int(count - m.sum("ringcontroller_event_loop_lag_seconds_bucket", le="0.5")),
+        "over_1_s": int(count - m.sum("ringcontroller_event_loop_lag_seconds_bucket", le="1.0")),
+    }
+
+
 def _too_large_bytes(events: list[Json]) -> int | None:
     for event in events:
         m = re.search(r"is (\d+) bytes", str(event.get("message", "")))
@@ -710,12 +742,15 @@ async def _failover(
         first_spec = time.monotonic() - killed
         if took_lease is None:
             took_lease = first_spec  # the spec was seen before a metrics poll showed the lease
+        lag = loop_lag_figures(parse_metrics(await asyncio.to_thread(other.metrics)))
         await asyncio.to_thread(leader.stop, 9)
         t1 = time.monotonic()
         await asyncio.to_thread(leader.start, ready_timeout=ready_timeout)
         listed.append(time.monotonic() - t1)
         standby_rss.append(proc_sample(leader.pid).rss_mb)
-        rounds.append({"lease_s": round(took_lease, 2), "first_spec_s": round(first_spec, 2)})
+        rounds.append(
+            {"lease_s": round(took_lease, 2), "first_spec_s": round(first_spec, 2), "new_leader_loop_lag": lag}
+        )
         say(f"failover {n + 1}: lease taken after {took_lease:.1f}s, probe spec completed after {first_spec:.1f}s")
         leader, other = other, leader
     changed = {

@@ -218,6 +218,12 @@ def _run_rows(doc: Json) -> list[str]:
         f"| syncs | {queue['syncs']:,} ({queue['syncs'] / jobs:,.1f} per job; queue wait {queue['wait_mean_ms']:.1f} ms, "
         f"sync {queue['sync_mean_ms']:.1f} ms mean) | – |",
     ]
+    lag = doc.get("loop_lag") or {}
+    if lag.get("samples"):
+        rows.append(
+            f"| event loop held, longest (s; `ringcontroller_event_loop_lag_max_seconds`) | {lag['max_s']:.2f} "
+            f"({lag['over_1_s']:,} of {lag['samples']:,} samples over 1 s, {lag['over_0_5_s']:,} over 0.5 s) | – |"
+        )
     if touch and spec.get("completed_jobs"):
         rows.append(
             f"| pod touches | {touch.get('touched', 0):,} of {touch.get('members', 0):,} members"
@@ -262,9 +268,18 @@ def _lease_rows(doc: Json) -> list[str]:
 
 def _failover_rows(doc: Json) -> list[str]:
     failover = doc["failover"]
-    lines = ["| round | lease taken (s) | probe spec completed (s) |", "|---|---|---|"]
+    lagged = all(r.get("new_leader_loop_lag") for r in failover["rounds"])
+    lines = (
+        [
+            "| round | lease taken (s) | probe spec completed (s) | new leader's event loop held, longest (s) |",
+            "|---|---|---|---|",
+        ]
+        if lagged
+        else ["| round | lease taken (s) | probe spec completed (s) |", "|---|---|---|"]
+    )
     for n, r in enumerate(failover["rounds"], start=1):
-        lines.append(f"| {n} | {r['lease_s']:.1f} | {r['first_spec_s']:.1f} |")
+        lag = f" {r['new_leader_loop_lag']['max_s']:.2f} |" if lagged else ""
+        lines.append(f"| {n} | {r['lease_s']:.1f} | {r['first_spec_s']:.1f} |{lag}")
     first = failover["first_spec_s"]
     target = failover["lease_duration_s"] + 10
     listed, rss = failover["standby_list_s"], failover["standby_rss_mb"]
@@ -301,10 +316,11 @@ def scale_one_job() -> str:
 
 def scale_one_job_failover() -> str:
     """The leader killed beside the 20,000-member job."""
-    (path,) = [p for p in _one_job_files() if _doc(p.name).get("failover")]
-    return "\n".join(
-        [f"`{_command(_doc(path.name)['scenario']['command'])}` (`{path.name}`):", "", *_failover_rows(_doc(path.name))]
-    )
+    lines: list[str] = []
+    for path in [p for p in _one_job_files() if _doc(p.name).get("failover")]:
+        doc = _doc(path.name)
+        lines += ["", f"{_source(doc, path.name)}:", "", *_failover_rows(doc)]
+    return "\n".join(lines[1:])
 
 
 def scale_lease() -> str:

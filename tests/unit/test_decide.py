@@ -272,9 +272,36 @@ def test_a_spec_over_the_limit_even_compressed_is_refused_with_both_sizes() -> N
     assert d.data is None and d.stored is None
     assert [p.reason for p in d.problems] == ["too_large"]
     assert re.fullmatch(
-        r"spec of 40 members is \d+ bytes plain, \d+ bytes gzip-compressed, over the ConfigMap limit of 500 bytes",
+        r"spec of 40 members is \d+ bytes plain, \d+ bytes gzip-compressed, over the ConfigMap limit of 500 bytes; "
+        r"no spec is written \(what the ConfigMap held stays\)\. About \d+ members of this job fit one ConfigMap: "
+        r"split it into jobs of at most that many",
         d.problems[0].message,
     )
+
+
+def test_a_spec_compressed_to_exactly_the_limit_is_written_one_byte_less_is_refused_with_what_fits() -> None:
+    raw, wl = _job([("worker", 40)])
+    pods = _pods(raw)
+    stored = decide(wl, pods, previous=None, size_limit=2000).stored
+    assert stored is not None and stored.compressed
+    at = decide(wl, pods, previous=None, size_limit=stored.stored_bytes)
+    assert at.stored == stored and not at.problems
+    over = decide(wl, pods, previous=None, size_limit=stored.stored_bytes - 1)
+    assert over.data is None and [p.reason for p in over.problems] == ["too_large"]
+    message = over.problems[0].message
+    assert (
+        f"{stored.stored_bytes} bytes gzip-compressed, over the ConfigMap limit of {stored.stored_bytes - 1} bytes"
+        in message
+    )
+    assert "About 39 members of this job fit one ConfigMap" in message  # 40 * (limit) // stored
+    assert "rank table" not in message  # no table in this job: nothing to say about one
+
+
+def test_a_rank_table_over_the_limit_names_the_table_version_as_a_way_out() -> None:
+    raw, wl = _ascend_job(4)
+    d = decide(wl, _ascend_pods(raw, 4), previous=None, size_limit=300)
+    assert [p.reason for p in d.problems] == ["too_large"]
+    assert "rank table version with shorter entries (the controller's --ranktable-version" in d.problems[0].message
 
 
 def test_cpu_task_beside_npu_tasks_needs_no_devices_and_stays_out_of_the_table() -> None:

@@ -19,9 +19,11 @@ from ranktable.clusterspec import (
     member_for_pod,
     role_for_task,
     spec_from_json,
+    spec_to_dict,
     spec_to_json,
 )
-from tests.support.specs import JOB, make_member, make_spec, spec_dict
+from ranktable.frozen import replace as replace_record
+from tests.support.specs import JOB, big_spec, make_member, make_spec, spec_dict
 
 
 def test_golden_text_has_the_contract_keys_and_int_types() -> None:
@@ -260,3 +262,21 @@ def test_parsing_pauses_the_garbage_collector_and_restores_it() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("members", [1, 499, 500, 501, 1001])
+@pytest.mark.parametrize("topology", [False, True])
+def test_the_text_encoded_a_chunk_of_members_at_a_time_is_the_whole_objects_canonical_json(
+    members: int, topology: bool
+) -> None:
+    spec = big_spec(members, devices=1)
+    if topology:
+        spec = replace_record(
+            spec,
+            rank_order="topology",
+            topology_keys=("rack", "kubernetes.io/hostname"),
+            members=tuple(replace_record(m, topology=(f"r{m.rank % 3}", m.node)) for m in spec.members),
+        )
+    whole = json.dumps(spec_to_dict(spec), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert spec_to_json(spec) == whole
+    assert spec_from_json(whole) == spec
