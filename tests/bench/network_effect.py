@@ -54,6 +54,7 @@ from kubernetes import client
 
 from model.keys import NETWORK_ANNOTATION
 from ringdevcluster import ensure_up, node
+from tests.bench.vsdns import without_state_dir
 from tests.support import nodejobs
 from tests.support.clients import K8s, workloads_state_dir
 from tests.support.controllerproc import ControllerProcess
@@ -233,6 +234,11 @@ def run_one(
     }
 
 
+def command(argv: list[str]) -> str:
+    """The command line as recorded: without ``--state-dir`` (a path of this machine)."""
+    return " ".join(["python -m tests.bench.network_effect", *without_state_dir(argv)])
+
+
 def render(doc: Json) -> str:
     """The runs as a Markdown table (docs/performance.md's ``network-effect`` block renders the same)."""
     lines = [
@@ -308,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         k8s.core.delete_namespace(namespace)
     doc = {
-        "command": "python -m tests.bench.network_effect " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command(argv if argv is not None else sys.argv[1:]),
         "date": started.strftime("%Y-%m-%d %H:%M UTC"),
         "load": {"before": load_before, "after": _loadavg()},
         "ip_family": cluster.ip_family,

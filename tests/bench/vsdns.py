@@ -417,6 +417,17 @@ def _trainer(args: argparse.Namespace, repeat: int) -> str:
     return "tensorflow" if args.e2e_repeats is None or repeat < args.e2e_repeats else "probe"
 
 
+def without_state_dir(argv: list[str]) -> list[str]:
+    """``argv`` without ``--state-dir`` and its value (a path of this machine), as a command is recorded."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip or arg.startswith("--state-dir"):
+            skip = arg == "--state-dir" and not skip
+            continue
+        kept.append(arg)
+    return kept
+
+
 def _write(path: Path | None, runs: list[Json], failures: list[Json], *, command: str | None = None) -> None:
     """The JSON so far (after every run, so a long measurement cut short keeps what it measured);
     ``command``: the command line that measured it, recorded as ``command``."""
@@ -500,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.merge:
         return merge(args.merge, json_out=args.json, plot_out=args.plot)
-    command = "build/bench.sh " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = " ".join(["build/bench.sh", *without_state_dir(sys.argv[1:] if argv is None else argv)])
     sizes = [int(x) for x in args.workers.split(",") if x]
     kinds = [k for k in args.runtimes.split(",") if k]
     state = args.state_dir or workloads_state_dir()
