@@ -43,11 +43,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 #: Opt-in markers and the variable that selects each (``build/test.sh --with NAME`` sets it for
 #: torch, kueue and lws; ``second_network`` needs a workloads cluster whose real node has the second
-#: pod network, which every pod there then joins).
+#: pod network, which every pod there then joins; ``multus`` one whose second network Multus attaches).
 OPT_IN = {
     "torch": "RING_TEST_TORCH",
     "kueue": "RING_TEST_KUEUE",
     "second_network": "RING_TEST_SECOND_NETWORK",
+    "multus": "RING_TEST_MULTUS",
     "lws": "RING_TEST_LWS",
 }
 
@@ -55,8 +56,8 @@ OPT_IN = {
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect the opt-in tests unless their variable is ``1``: ``torch`` (``RING_TEST_TORCH=1``,
     ``build/test.sh --with torch``), ``kueue`` (``RING_TEST_KUEUE=1``, ``build/test.sh --with kueue``)
-    , ``lws`` (``RING_TEST_LWS=1``, ``build/test.sh --with lws``) and ``second_network``
-    (``RING_TEST_SECOND_NETWORK=1``); and ``podgroups`` unless
+    , ``lws`` (``RING_TEST_LWS=1``, ``build/test.sh --with lws``), ``second_network``
+    (``RING_TEST_SECOND_NETWORK=1``) and ``multus`` (``RING_TEST_MULTUS=1``); and ``podgroups`` unless
     :func:`~tests.support.optin.podgroups_selected` (they need a 1.37 control plane, as
     ``build/matrix.sh`` runs for 1.37 and ``build/podgroups.sh``; CI runs 1.35).
 

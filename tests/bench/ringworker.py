@@ -1,9 +1,12 @@
 """One rank of a ring all-reduce over TCP, bound to its pod's address: the worker of ``tests.bench.topology_effect``.
 
     python -m tests.bench.ringworker --rank R --ring IP:PORT,IP:PORT,... --floats N --steps S
+    python ringworker.py --tf-config --floats N --steps S      # in a pod, after ring-launch
 
 ``--ring`` lists every rank's address in rank order (the controller's
-``cluster.json`` members). The worker listens on its own address, connects
+``cluster.json`` members); ``--tf-config`` takes the ring and the rank from
+``$TF_CONFIG`` instead (``cluster.worker`` and ``task.index``, as ring-launch
+exports them; IPv6 addresses bracketed). The worker listens on its own address, connects
 to the next rank *from* its own address (so traffic between two pods carries
 both pod IPs, as it would between two hosts, and a ``tc`` filter on source
 and destination sees which racks it joins), and runs ``--steps`` all-reduces
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import sys
 import threading
@@ -35,9 +39,18 @@ def _recv_exact(sock: socket.socket, view: memoryview) -> None:
         view = view[n:]
 
 
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
 def _connect(src: str, dst: tuple[str, int], deadline: float) -> socket.socket:
     while True:
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s = socket.socket(_family(src), socket.SOCK_STREAM)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         s.bind((src, 0))
         try:
@@ -71,15 +84,24 @@ def allreduce(data: np.ndarray, *, rank: int, size: int, send: socket.socket, re
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--rank", type=int, required=True)
-    p.add_argument("--ring", required=True)
+    p.add_argument("--rank", type=int)
+    p.add_argument("--ring")
+    p.add_argument("--tf-config", action="store_true", help="ring and rank from $TF_CONFIG")
     p.add_argument("--floats", type=int, default=4_000_000)
     p.add_argument("--steps", type=int, default=5)
     a = p.parse_args(argv)
-    ring = [(h, int(port)) for h, _, port in (x.rpartition(":") for x in a.ring.split(","))]
-    size, rank = len(ring), a.rank
+    if a.tf_config:
+        tf_config = json.loads(os.environ["TF_CONFIG"])
+        ring = [_address(x) for x in tf_config["cluster"]["worker"]]
+        rank = int(tf_config["task"]["index"])
+    else:
+        if a.ring is None or a.rank is None:
+            p.error("--ring and --rank, or --tf-config")
+        ring = [_address(x) for x in a.ring.split(",")]
+        rank = a.rank
+    size = len(ring)
     me, nxt = ring[rank], ring[(rank + 1) % size]
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener = socket.socket(_family(me[0]), socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(me)
     listener.listen(1)

@@ -36,11 +36,21 @@ count p50/p95/max of each figure and ``stages`` (:func:`tests.bench.stages.summa
 ``ratio_overhead_p50``: the DNS p50 overhead over the best ring-controller
 p50 over all runs, and ``ratio_overhead_p50_by_workers``), ``--plot OUT.png``
 (the discovery stages stacked, and end to end, per runtime and worker count).
+
+``--network NAME`` (a cluster made with ``ring-devcluster up --with node
+--second-network``, whose pods all have ``eth1`` on the network
+``default/ring-fast``): every ring-controller runtime also runs, in the same
+turn, with its TrainJob annotated ``ring-controller.io/network: NAME``; those
+runs carry ``"network": NAME`` and their rows are labelled ``RUNTIME on
+NAME``. A run on the network whose ``TF_CONFIG`` lists an address outside the
+second network's ranges fails. Each run records the machine's 1-minute load
+(``load1``, ``/proc/loadavg``) at its start.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 import statistics
@@ -52,6 +62,7 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from model.keys import NETWORK_ANNOTATION
 from ringdevcluster import ensure_up, node
 from tests.bench import stages
 from tests.support import nodejobs
@@ -78,9 +89,15 @@ def run_one(
     timeout: float,
     watch: stages.StageWatch,
     kubelet: stages.KubeletLog,
+    network: str | None = None,
 ) -> Json:
-    """One TrainJob from creation to its pods' end; its figures (seconds from creation)."""
+    """One TrainJob from creation to its pods' end; its figures (seconds from creation).
+
+    ``network``: the TrainJob is annotated to be listed on that network (``--network``)."""
     body = nodejobs.trainjob(kind, name, runtime_name=runtime_name, workers=workers)
+    if network is not None:
+        body["metadata"].setdefault("annotations", {})[NETWORK_ANNOTATION] = network
+    load1 = float(Path("/proc/loadavg").read_text().split()[0])
     kubelet.mark()
     created = time.time()
     custom.create_namespaced_custom_object(*nodejobs.TRAINER, namespace, "trainjobs", body)
@@ -103,10 +120,14 @@ def run_one(
     configs = [w.result["timestamps"]["start"] for w in logs if w.result]
     steps = [w.result["timestamps"].get("first_step") for w in logs if w.result]
     seen = {len(w.tf_config["cluster"]["worker"]) for w in logs if w.tf_config}
+    if network is not None:
+        _check_on_network(name, [w.tf_config for w in logs if w.tf_config])
     per_worker = worker_stages(pods, logs, watch=watch, pleg=kubelet.pleg(), configmap=f"rings-config-{name}")
     at = stages.run_stages(per_worker, created=created)
     run = {
         "runtime": kind,
+        **({"network": network} if network is not None else {}),
+        "load1": load1,
         "workers": workers,
         "created": round(created, 3),
         "last_start_s": round(max(starts) - created, 3),
@@ -122,6 +143,20 @@ def run_one(
     exported = run["exported_s"] if run["exported_s"] is not None else run["tf_config_s"]
     run["overhead_s"] = round(exported - run["last_start_s"], 3)
     return run
+
+
+def _check_on_network(name: str, configs: list[Json]) -> None:
+    """Every address in the workers' TF_CONFIG is on the second pod network; RuntimeError otherwise."""
+    for tf_config in configs:
+        for address in tf_config["cluster"]["worker"]:
+            ip = ipaddress.ip_address(address.rpartition(":")[0].strip("[]"))
+            if not any(ip in c for c in (node.POD_CIDR2, node.POD_CIDR2_6)):
+                raise RuntimeError(f"{name}: TF_CONFIG lists {address}, not on the second pod network")
+
+
+def label(run: Json) -> str:
+    """A run's row: its runtime, and the network it was listed on (``--network``) if any."""
+    return f"{run['runtime']} on {run['network']}" if run.get("network") else str(run["runtime"])
 
 
 def worker_stages(
@@ -187,10 +222,13 @@ def summarise(runs: list[Json]) -> Json:
     out: Json = {"by": [], "ratio_overhead_p50": None, "ratio_overhead_p50_by_workers": {}}
     groups: dict[tuple[str, int], list[Json]] = {}
     for r in runs:
-        groups.setdefault((r["runtime"], r["workers"]), []).append(r)
+        groups.setdefault((label(r), r["workers"]), []).append(r)
     order = {k: i for i, k in enumerate(nodejobs.RUNTIMES)}
-    for (kind, workers), rs in sorted(groups.items(), key=lambda kv: (kv[0][1], order.get(kv[0][0], 99))):
-        row: Json = {"runtime": kind, "workers": workers, "runs": len(rs)}
+    for (name, workers), rs in sorted(
+        groups.items(), key=lambda kv: (kv[0][1], order.get(kv[1][0]["runtime"], 99), kv[0][0])
+    ):
+        kind = rs[0]["runtime"]
+        row: Json = {"runtime": name, "workers": workers, "runs": len(rs)}
         for key in FIGURES:
             row[key] = stages.quantiles(r[key] for r in rs if r.get(key) is not None)
         row["runs_e2e"] = sum(1 for r in rs if r.get("first_step_s") is not None)
@@ -212,8 +250,8 @@ def summarise(runs: list[Json]) -> Json:
     for workers in sorted({r["workers"] for r in runs}):
         out["ratio_overhead_p50_by_workers"][str(workers)] = ratio([r for r in out["by"] if r["workers"] == workers])
     overall: list[Json] = []
-    for kind in sorted({r["runtime"] for r in runs}):
-        values = [r["overhead_s"] for r in runs if r["runtime"] == kind]
+    for kind in sorted({label(r) for r in runs}):
+        values = [r["overhead_s"] for r in runs if label(r) == kind]
         overall.append({"runtime": kind, "overhead_s": {"p50": statistics.median(values)}})
     out["ratio_overhead_p50"] = ratio(overall)
     return out
@@ -356,14 +394,16 @@ def plot(summary: Json, path: Path) -> None:
 MAX_FAILURES = 3
 
 
-def _schedule(args: argparse.Namespace, sizes: list[int], kinds: list[str]) -> list[tuple[int, int, str]]:
-    """(repeat, workers, runtime) in run order: runtimes take turns within a repeat."""
+def _schedule(args: argparse.Namespace, sizes: list[int], kinds: list[str]) -> list[tuple[int, int, str, str | None]]:
+    """(repeat, workers, runtime, network) in run order: runtimes (and, with ``--network``, each ring
+    runtime on the pod network and on that network) take turns within a repeat."""
     return [
-        (repeat, workers, kind)
+        (repeat, workers, kind, network)
         for repeat in range(args.repeats)
         for workers in sizes
         for kind in kinds
         if not (kind == "dns" and args.dns_repeats is not None and repeat >= args.dns_repeats)
+        for network in ((None,) if kind == "dns" or args.network is None else (None, args.network))
     ]
 
 
@@ -377,10 +417,23 @@ def _trainer(args: argparse.Namespace, repeat: int) -> str:
     return "tensorflow" if args.e2e_repeats is None or repeat < args.e2e_repeats else "probe"
 
 
-def _write(path: Path | None, runs: list[Json], failures: list[Json]) -> None:
-    """The JSON so far (after every run, so a long measurement cut short keeps what it measured)."""
+def without_state_dir(argv: list[str]) -> list[str]:
+    """``argv`` without ``--state-dir`` and its value (a path of this machine), as a command is recorded."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip or arg.startswith("--state-dir"):
+            skip = arg == "--state-dir" and not skip
+            continue
+        kept.append(arg)
+    return kept
+
+
+def _write(path: Path | None, runs: list[Json], failures: list[Json], *, command: str | None = None) -> None:
+    """The JSON so far (after every run, so a long measurement cut short keeps what it measured);
+    ``command``: the command line that measured it, recorded as ``command``."""
     if path is not None:
-        path.write_text(json.dumps({"runs": runs, **summarise(runs), "failures": failures}, indent=2) + "\n")
+        head = {"command": command} if command else {}
+        path.write_text(json.dumps({**head, "runs": runs, **summarise(runs), "failures": failures}, indent=2) + "\n")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -426,6 +479,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="run nothing: summarise the runs of earlier --json files together (e.g. runtimes measured in "
         "turns) into --json and --plot, and print the tables",
     )
+    p.add_argument(
+        "--network",
+        default=None,
+        metavar="NAMESPACE/NAME",
+        help="also run every ring runtime with ring-controller.io/network set to this (a cluster made with "
+        "ring-devcluster up --second-network: default/ring-fast)",
+    )
     p.add_argument("--state-dir", type=Path, default=None, help="the cluster (default: the tests' workloads cluster)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds one run may take")
     return p.parse_args(argv)
@@ -451,12 +511,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.merge:
         return merge(args.merge, json_out=args.json, plot_out=args.plot)
+    command = " ".join(["build/bench.sh", *without_state_dir(sys.argv[1:] if argv is None else argv)])
     sizes = [int(x) for x in args.workers.split(",") if x]
     kinds = [k for k in args.runtimes.split(",") if k]
     state = args.state_dir or workloads_state_dir()
     if "ring-registered" in kinds:
         nodejobs.check_registration()
     cluster = ensure_up(state_dir=state, addons=COMPONENTS, say=_say)
+    if args.network is not None and not cluster.second_network:
+        raise SystemExit(f"--network: the cluster in {state} has no second pod network (up --second-network)")
     _say(f"kubelet -v={node.KUBELET_VERBOSITY}: {node.set_kubelet_verbosity(cluster.api)}")
     nodejobs.ensure_trainer_images()
     api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
@@ -494,37 +557,45 @@ def main(argv: list[str] | None = None) -> int:
                     ),
                 )
         started = time.monotonic()
-        for repeat, workers, kind in _schedule(args, sizes, kinds):
+        for repeat, workers, kind, network in _schedule(args, sizes, kinds):
             if args.deadline is not None and time.monotonic() - started > args.deadline:
                 _say(f"--deadline {args.deadline:g}s passed: no more runs (at repeat {repeat})")
                 break
             if failed.get(kind, 0) >= MAX_FAILURES:
                 continue
             wait_gone(core, namespace)
-            name = f"{kind.replace('ring-', 'r')}-{workers}w-{repeat}"
+            name = f"{kind.replace('ring-', 'r')}{'-net' if network else ''}-{workers}w-{repeat}"
             trainer = _trainer(args, repeat)
             try:
                 run = run_one(
                     core, custom, namespace=namespace, kind=kind, runtime_name=_runtime_name(runtimes[kind], trainer),
-                    workers=workers, name=name, timeout=args.timeout, watch=watch, kubelet=kubelet,
+                    workers=workers, name=name, timeout=args.timeout, watch=watch, kubelet=kubelet, network=network,
                 )  # fmt: skip
             except (RuntimeError, AssertionError, ApiException) as err:
                 failed[kind] = failed.get(kind, 0) + 1
-                failures.append({"runtime": kind, "workers": workers, "repeat": repeat, "error": str(err)[:2000]})
+                failures.append(
+                    {
+                        "runtime": kind,
+                        "network": network,
+                        "workers": workers,
+                        "repeat": repeat,
+                        "error": str(err)[:2000],
+                    }
+                )
                 _say(f"{kind} {workers} workers #{repeat} FAILED ({failed[kind]}/{MAX_FAILURES}): {str(err)[:300]}")
-                _write(args.json, runs, failures)
+                _write(args.json, runs, failures, command=command)
                 continue
             run["repeat"] = repeat
             run["trainer"] = trainer
             runs.append(run)
-            _write(args.json, runs, failures)
+            _write(args.json, runs, failures, command=command)
             after = {
                 k: f"{v - run['last_start_s']:+.2f}"
                 for k, v in run["stages_s"].items()
                 if v is not None and k in STAGE_LABELS
             }
             _say(
-                f"{kind:15s} {workers} workers #{repeat}: last start {run['last_start_s']:.2f}s, "
+                f"{label(run):15s} {workers} workers #{repeat}: last start {run['last_start_s']:.2f}s, "
                 f"TF_CONFIG +{run['overhead_s']:.2f}s, first step {run['first_step_s'] or '-'}s ({trainer}), "
                 f"workers seen {run['workers_seen']}; stages {after}"
             )
@@ -544,7 +615,7 @@ def main(argv: list[str] | None = None) -> int:
     print(render(summary))
     for f in failures:
         print(f"FAILED: {f['runtime']} {f['workers']} workers #{f['repeat']}: {f['error'][:200]}")
-    _write(args.json, runs, failures)
+    _write(args.json, runs, failures, command=command)
     if args.plot and runs:
         plot(summary, args.plot)
         _say(f"plot: {args.plot}")

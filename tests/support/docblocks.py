@@ -40,6 +40,12 @@ Renderers:
 - ``second-network`` (docs/performance.md): bytes each TensorFlow worker sent
   on its two interfaces while training over the second pod network
   (``second-network.json``).
+- ``network-effect`` (docs/performance.md): the ring all-reduce over the
+  pod network and over the second network with one bridge shaped, its time
+  and bytes per interface (``network-effect.json``, ``python -m
+  tests.bench.network_effect``); ``network-overhead``: the discovery
+  overhead of jobs listed on the second network beside the same runtimes on
+  the pod network (``network-overhead.json``, ``build/bench.sh --vs-dns --network``).
 - ``kueue-tier`` (docs/performance.md): the opt-in Kueue tier's latest run,
   from ``kueue.json`` (``build/kueue.sh --record``).
 - ``kube-versions`` (docs/performance.md): per Kubernetes release, the
@@ -464,6 +470,54 @@ def second_network() -> str:
     return "\n".join(lines)
 
 
+def network_effect() -> str:
+    """The all-reduce on each network with one bridge shaped, from ``network-effect.json``: time and bytes sent."""
+    doc = _load("network-effect.json")
+    load = doc["load"]
+    lines = [
+        f"{doc['workers']} pods on the real node, {doc['mbytes']:g} MB float32 ring all-reduce, {doc['steps']} steps "
+        f"per job; every port of the shaped bridge limited to {doc['rate']} by `htb`; {doc['ip_family']} cluster "
+        f"(`{doc['command']}`, {doc['date']}, load {load['before'][0]:g} before, {load['after'][0]:g} after):",
+        "",
+        "| shaped | job's network | interface in the spec | median all-reduce | sent on eth0, all pods | "
+        "sent on eth1, all pods |",
+        "|---|---|---|---|---|---|",
+    ]
+    names = {"primary": "pod network (`ringbr0`)", "second": "second network (`ringbr1`)", "none": "nothing"}
+    for r in doc["runs"]:
+        eth0, eth1 = (sum(b[i] for b in r["tx_bytes"].values()) for i in ("eth0", "eth1"))
+        network = f"`{r['network']}`" if r["network"] else "pod network"
+        lines.append(
+            f"| {names[r['shaped']]} | {network} | {r['interface']} | {r['median_s']:.3f} s "
+            f"| {eth0 / 1e6:,.1f} MB | {eth1 / 1e6:,.1f} MB |"
+        )
+    return "\n".join(lines)
+
+
+def network_overhead() -> str:
+    """Discovery overhead on the second network beside the pod network, from ``network-overhead.json``."""
+    doc = _load("network-overhead.json")
+    runs = doc["runs"]
+    start, end = (datetime.fromtimestamp(f(r["created"] for r in runs), UTC) for f in (min, max))
+    loads = [r["load1"] for r in runs]
+    lines = [
+        f"`{doc['command']}`, {len(runs)} runs {start:%Y-%m-%d %H:%M}–{end:%H:%M} UTC, load {min(loads):g}–"
+        f"{max(loads):g} (1-minute, at each run's start). Seconds after the last container started "
+        "(p50 / p95 / max):",
+        "",
+        "| runtime | workers | listed on | runs | spec completed | TF_CONFIG exported everywhere (discovery overhead) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in doc["by"]:
+        kind, _, network = row["runtime"].partition(" on ")
+        after = (row.get("stages") or {}).get("after_start") or {}
+        lines.append(
+            f"| {kind} | {row['workers']} | {f'`{network}`' if network else 'pod network'} | {row['runs']} "
+            f"| {_cell(after.get('spec_completed'))} | {_cell(row['overhead_s'])} |"
+        )
+    return "\n".join(lines)
+
+
 def kueue_tier() -> str:
     """The Kueue tier's latest run (``kueue.json``): when, the command, build/up/test times, each test's outcome."""
     doc = _load("kueue.json")
@@ -578,6 +632,8 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "topology": topology,
     "topology-effect": topology_effect,
     "second-network": second_network,
+    "network-effect": network_effect,
+    "network-overhead": network_overhead,
     **scaleblocks.BLOCKS,
     "kueue-tier": kueue_tier,
     "optin": optin,

@@ -282,6 +282,49 @@ def test_second_network_is_a_second_conflist_containerd_attaches_with_the_status
     assert "max_conf_num = 1" in (plain / "node" / "containerd" / "config.toml").read_text()
 
 
+def test_multus_is_the_one_configuration_with_the_cluster_network_and_the_attachment_for_the_second_bridge(
+    tmp_path: Path,
+) -> None:
+    pki = Pki(tmp_path / "pki")
+    pki.init_ca()
+    ports = {key: 30000 + i for i, key in enumerate(addons.ADDONS["node"].ports)}
+    binaries = {b: Path(f"/cache/{b}") for b in ("kubelet", "kube-proxy", "relay", "coredns", "pause")}
+    # The multus build's entry: the binary and its release's daemonset manifest (CRD among other objects).
+    entry = tmp_path / "cache" / "multus"
+    (entry / "assets" / "deployments").mkdir(parents=True)
+    (entry / "multus").write_text("")
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "network-attachment-definitions.k8s.cni.cncf.io"}}  # fmt: skip
+    other = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "multus"}}
+    (entry / "assets" / "deployments" / "multus-daemonset.yml").write_text(yaml.safe_dump_all([other, crd]))
+    with pytest.raises(node.NodeError, match="multus binary"):
+        node.configure(
+            state_dir=tmp_path / "none", server="https://127.0.0.1:6443", pki=pki, ports=ports, binaries=binaries,
+            second_network=True, multus=True,
+        )  # fmt: skip
+    node.configure(
+        state_dir=tmp_path, server="https://127.0.0.1:6443", pki=pki, ports=ports,
+        binaries={**binaries, "multus": entry / "multus"}, ip_family="dual", second_network=True, multus=True,
+    )  # fmt: skip
+    home = tmp_path / "node"
+    net_d = home / "cni" / "net.d"
+    assert sorted(p.name for p in net_d.iterdir()) == [node.MULTUS_CONFIG, "10-ring-devcluster.conflist"]
+    multus = json.loads((net_d / node.MULTUS_CONFIG).read_text())
+    assert multus["type"] == "multus" and multus["clusterNetwork"] == str(net_d / "10-ring-devcluster.conflist")
+    assert "defaultNetworks" not in multus  # a pod asks for the attachment (k8s.v1.cni.cncf.io/networks)
+    assert Path(multus["kubeconfig"]).is_file() and (Path(multus["binDir"]) / "multus").resolve() == entry / "multus"
+    # containerd runs Multus alone; Multus runs the rest.
+    assert "max_conf_num = 1" in (home / "containerd" / "config.toml").read_text()
+    assert [d["metadata"]["name"] for d in node.multus_crds(tmp_path)] == [crd["metadata"]["name"]]
+    ((path, nad),) = node.multus_objects(tmp_path)
+    assert path == "/apis/k8s.cni.cncf.io/v1/namespaces/default/network-attachment-definitions/ring-fast"
+    (bridge,) = json.loads(nad["spec"]["config"])["plugins"]
+    assert bridge["bridge"] == node.BRIDGE2
+    assert [r[0]["subnet"] for r in bridge["ipam"]["ranges"]] == [str(node.POD_CIDR2), str(node.POD_CIDR2_6)]
+    # A cluster without Multus has neither.
+    assert node.multus_crds(tmp_path / "none") == [] and node.multus_objects(tmp_path / "none") == []
+
+
 def test_network_status_plugin_writes_the_multus_format_from_the_bridge_result() -> None:
     config = {
         "cniVersion": "1.0.0", "network": node.SECOND_NETWORK, "defaultNetwork": "ring-devcluster",

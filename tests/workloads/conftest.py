@@ -29,6 +29,10 @@ from tests.support.realnode import import_busybox
 from tests.support.workloads import CLUSTER_ADDONS
 
 
+def _opted(*variables: str) -> bool:
+    return any(os.environ.get(v) == "1" for v in variables)
+
+
 @pytest.fixture(scope="session")
 def workloads(pytestconfig: pytest.Config) -> Cluster:
     """The control plane with JobSet, Volcano, Trainer and the real node running (started, repaired or reused)."""
@@ -37,8 +41,10 @@ def workloads(pytestconfig: pytest.Config) -> Cluster:
         state_dir=workloads_state_dir(),
         what=f"the control plane with {', '.join(CLUSTER_ADDONS)}",
         addons=CLUSTER_ADDONS,
-        # The opt-in second-network test needs a cluster made with it (ensure_up says so otherwise).
-        second_network=True if os.environ.get("RING_TEST_SECOND_NETWORK") == "1" else None,
+        # The opt-in second-network tests need a cluster made with it, attached by a chained
+        # configuration or by Multus (ensure_up says so otherwise).
+        second_network=True if _opted("RING_TEST_SECOND_NETWORK", "RING_TEST_MULTUS") else None,
+        multus=True if _opted("RING_TEST_MULTUS") else False if _opted("RING_TEST_SECOND_NETWORK") else None,
     )
 
 

@@ -42,16 +42,23 @@ pytestmark = [pytest.mark.e2e, pytest.mark.second_network]
 STEPS = 8
 COMMAND = "RING_TEST_SECOND_NETWORK=1 RING_RECORD_FIGURES=1 python -m pytest tests/workloads/test_second_network.py"
 
-#: Prints ``COUNTERS {"eth0": {"rx": ..., "tx": ...}, "eth1": {...}}`` (bytes, from the pod's own interfaces).
-COUNT = (
-    "import json; print('COUNTERS ' + json.dumps({i: {d: int(open(f'/sys/class/net/{i}/statistics/{d}_bytes').read()) "
-    "for d in ('rx', 'tx')} for i in ('eth0', 'eth1')}), flush=True)"
-)
-#: Exports, counters, the trainer, counters again; the trainer's exit status.
-SCRIPT = (
-    f"python3 -c {shlex.quote(SHOW_EXPORTS)} && python3 -c {shlex.quote(COUNT)} && "
-    f'"$@"; code=$?; python3 -c {shlex.quote(COUNT)}; exit $code'
-)
+
+def counting_script(*interfaces: str) -> str:
+    """A shell script for ``sh -c SCRIPT sh TRAINER...``: what ring-launch exported, the byte counters of
+    ``interfaces`` (a ``COUNTERS {"eth0": {"rx": ..., "tx": ...}, ...}`` line from the pod's own
+    ``/sys/class/net``), the trainer, the counters again; exits with the trainer's status."""
+    count = (
+        "import json; print('COUNTERS ' + json.dumps({i: {d: int(open(f'/sys/class/net/{i}/statistics/{d}_bytes')"
+        f".read()) for d in ('rx', 'tx')}} for i in {list(interfaces)!r}}}), flush=True)"
+    )
+    return (
+        f"python3 -c {shlex.quote(SHOW_EXPORTS)} && python3 -c {shlex.quote(count)} && "
+        f'"$@"; code=$?; python3 -c {shlex.quote(count)}; exit $code'
+    )
+
+
+#: Exports, counters of eth0 and eth1, the trainer, counters again; the trainer's exit status.
+SCRIPT = counting_script("eth0", "eth1")
 
 
 @pytest.fixture(scope="module")

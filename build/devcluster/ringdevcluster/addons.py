@@ -329,6 +329,7 @@ def configure(
     binaries: Mapping[str, Path],
     ip_family: str = DEFAULT_IP_FAMILY,
     second_network: bool = False,
+    multus: bool = False,
 ) -> Setup:
     """Write addon ``name``'s kubeconfigs, certificates and configuration under
     ``state_dir``; return the argv and environment of its processes (and the
@@ -337,7 +338,8 @@ def configure(
     Call once per cluster (again only after the state directory was wiped):
     it issues new certificates. ``binaries`` maps binary names to their cached
     paths (:func:`build.ensure_binaries`); ``ip_family`` is the cluster's
-    (``controlplane.IP_FAMILIES``); ``second_network`` gives the real node its second pod network.
+    (``controlplane.IP_FAMILIES``); ``second_network`` gives the real node its second pod network
+    (attached by Multus with ``multus``).
     """
     addon = ADDONS[name]
     if name == "node":
@@ -349,6 +351,7 @@ def configure(
             binaries=binaries,
             ip_family=ip_family,
             second_network=second_network,
+            multus=multus,
         )
     home = state_dir / "addons" / name
     home.mkdir(parents=True, exist_ok=True)

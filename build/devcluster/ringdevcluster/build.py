@@ -303,6 +303,18 @@ ADDON_MODULES: dict[str, Module] = {
             binaries=("coredns",),
             cold_minutes=3,
         ),
+        # ``up --second-network --multus``: the Multus CNI thin plugin, the
+        # node's CNI configuration delegating to the cluster network and to
+        # the NetworkAttachmentDefinitions a pod asks for; its daemonset
+        # manifest holds the NetworkAttachmentDefinition CRD the cluster installs.
+        Module(
+            name="multus",
+            requirement="gopkg.in/k8snetworkplumbingwg/multus-cni.v4",
+            packages=("gopkg.in/k8snetworkplumbingwg/multus-cni.v4/cmd/multus",),
+            binaries=("multus",),
+            assets=("deployments/multus-daemonset.yml",),
+            cold_minutes=3,
+        ),
         # Client tools (:data:`TOOL_MODULES`), run by tests and operators
         # rather than by a cluster: Helm for the chart (build/chart/), kubectl
         # (the control plane's release) for `kubectl apply -k` of the

@@ -120,6 +120,15 @@ def _parser() -> argparse.ArgumentParser:
         f"({node.POD_CIDR2}), announced in its network-status annotation as {node.SECOND_NETWORK} "
         "(default: $RING_DEVCLUSTER_SECOND_NETWORK=1; a new cluster only)",
     )
+    up.add_argument(
+        "--multus",
+        action="store_true",
+        default=None,
+        help=f"with --second-network (implied): attach it by the Multus CNI thin plugin (built from the Go module "
+        f"proxy) and a NetworkAttachmentDefinition {node.SECOND_NETWORK}; a pod asks for it with "
+        f"{node.NETWORKS_ANNOTATION} and gets {node.MULTUS_INTERFACE} (default: $RING_DEVCLUSTER_MULTUS=1; a new "
+        "cluster only)",
+    )
     sub.add_parser("status", parents=[common], help="show components, pids and health; exit 3 if unhealthy")
     down = sub.add_parser("down", parents=[common], help="stop the processes `up` started")
     down.add_argument("--purge", action="store_true", help="also delete the state directory's data, PKI and logs")
@@ -186,6 +195,7 @@ def _up(args: argparse.Namespace) -> int:
         kube=args.kube,
         ip_family=args.ip_family,
         second_network=args.second_network,
+        multus=args.multus,
     )
     if not args.quiet:
         _say(
@@ -209,7 +219,12 @@ def _status(args: argparse.Namespace) -> int:
         return 3
     statuses = c.status()
     print(f"state dir: {c.state_dir}\napiserver: {c.server}\nkubeconfig: {c.kubeconfig}\nIP family: {c.ip_family}")
-    if c.second_network:
+    if c.multus:
+        print(
+            f"second pod network: NetworkAttachmentDefinition {node.SECOND_NETWORK} on {node.BRIDGE2}, attached by "
+            f"Multus ({node.MULTUS_INTERFACE} in each pod annotated {node.NETWORKS_ANNOTATION})"
+        )
+    elif c.second_network:
         print(f"second pod network: {node.SECOND_NETWORK} on {node.BRIDGE2} ({node.SECOND_INTERFACE} in each pod)")
     width = max(len("COMPONENT"), *(len(s.name) for s in statuses))
     print(f"{'COMPONENT':<{width}} {'PID':>8} {'RSS':>8}  {'HEALTH':<8} DETAIL")

@@ -139,6 +139,8 @@ class Cluster:
         self.ip_family: str = str(state.get("ip_family", "ipv4"))
         #: Whether the real node gives its pods a second network (``up --second-network``).
         self.second_network: bool = bool(state.get("second_network", False))
+        #: Whether Multus attaches that network (``up --second-network --multus``; recorded as ``"multus"``).
+        self.multus: bool = state.get("second_network") == "multus"
         self.components: tuple[str, ...] = COMPONENTS + tuple(addon_specs.process_names(self.addons))
 
     def _addon_binaries(self) -> dict[str, Path]:
@@ -173,6 +175,7 @@ class Cluster:
                 binaries=binaries,
                 ip_family=self.ip_family,
                 second_network=self.second_network,
+                multus=self.multus,
             )
             restart = _add_setup(state, setup) or restart
             state.setdefault("addons", []).append(name)
@@ -363,6 +366,7 @@ class Cluster:
         An addon's CRD replaces the harness's schema of the same name.
         """
         docs = {d["metadata"]["name"]: d for d in _crd_documents()}
+        docs.update((d["metadata"]["name"], d) for d in node.multus_crds(self.state_dir))
         docs.update(
             (d["metadata"]["name"], d)
             for d in addon_specs.crd_documents(
@@ -380,6 +384,8 @@ class Cluster:
                 name, ports=self.ports, binaries=self._addon_binaries(), ca_cert=self.ca_cert, ip_family=self.ip_family
             ):
                 self.api.apply(path, obj)
+        for path, obj in node.multus_objects(self.state_dir):
+            self.api.apply(path, obj)
 
     def wait_addons_ready(self, *, timeout: float = _READY_TIMEOUT, only: Sequence[str] | None = None) -> None:
         """Wait until every addon's (or those in ``only``) own readiness conditions hold (e.g. Volcano's queue is Open)."""
@@ -506,6 +512,7 @@ def _fresh(
     addons: Sequence[str],
     ip_family: str = controlplane.DEFAULT_IP_FAMILY,
     second_network: bool = False,
+    multus: bool = False,
     say: Say,
 ) -> Cluster:
     """Create PKI, configs and state for a new cluster of ``ip_family`` in an empty ``state_dir``."""
@@ -530,7 +537,7 @@ def _fresh(
         "versions": versions,
         "addons": list(addons),
         "ip_family": ip_family,
-        "second_network": second_network,
+        "second_network": "multus" if second_network and multus else second_network,
         "argv": dict(setup.argv),
         "env": dict(setup.env),
         "created": time.time(),
@@ -547,6 +554,7 @@ def _fresh(
                 binaries=binaries,
                 ip_family=ip_family,
                 second_network=second_network,
+                multus=multus,
             ),
         )
     write_state(state_dir, recorded)
@@ -591,6 +599,7 @@ def ensure_up(
     kube: str | None = None,
     ip_family: str | None = None,
     second_network: bool | None = None,
+    multus: bool | None = None,
 ) -> Cluster:
     """Bring the control plane in ``state_dir`` up (building binaries if needed).
 
@@ -603,7 +612,9 @@ def ensure_up(
     ``$RING_DEVCLUSTER_IP_FAMILY``) likewise: None keeps the recorded
     cluster's, and a fresh cluster is ``dual`` (IPv4 first). ``second_network``
     (default ``$RING_DEVCLUSTER_SECOND_NETWORK=1``) gives the real node's pods
-    a second network (:mod:`node`), for a new cluster only, like ``ip_family``.
+    a second network (:mod:`node`), for a new cluster only, like ``ip_family``;
+    ``multus`` (default ``$RING_DEVCLUSTER_MULTUS=1``) attaches it through
+    Multus (built from the Go module proxy) instead of a chained CNI configuration.
 
     Reuses a healthy cluster, repairs one whose etcd and API server survive,
     otherwise starts a fresh one (see the module docstring). ``addons`` names
@@ -628,6 +639,11 @@ def ensure_up(
     second = second_network
     if second is None and os.environ.get("RING_DEVCLUSTER_SECOND_NETWORK"):
         second = os.environ["RING_DEVCLUSTER_SECOND_NETWORK"] == "1"
+    with_multus = multus
+    if with_multus is None and os.environ.get("RING_DEVCLUSTER_MULTUS"):
+        with_multus = os.environ["RING_DEVCLUSTER_MULTUS"] == "1"
+    if with_multus:
+        second = True
     with locked(directory):
         cluster = load(directory)
         if cluster is not None:
@@ -649,9 +665,15 @@ def ensure_up(
                     f"pod network: stop it first (ring-devcluster down --state-dir {directory}) or give another "
                     "--state-dir"
                 )
+            if with_multus is not None and cluster.multus != with_multus:
+                raise ClusterError(
+                    f"the cluster in {directory} runs {'with' if cluster.multus else 'without'} Multus: stop it "
+                    f"first (ring-devcluster down --state-dir {directory}) or give another --state-dir"
+                )
             # A restart keeps a recorded family; one from before families were recorded gets the default.
             family = family or cluster._state.get("ip_family")
             second = cluster.second_network
+            with_multus = cluster.multus
             missing = [a for a in requested if a not in cluster.addons]
             statuses = {s.name: s for s in settled_status(cluster.status, grace=_PROBE_GRACE, say=emit)}
             if all(s.healthy for s in statuses.values()):
@@ -684,14 +706,14 @@ def ensure_up(
             emit(f"stopped leftover processes: {', '.join(stopped)}")
         if "node" in requested:
             _node_prerequisites(directory, emit)
-        binaries, versions = build.ensure_binaries(
-            source=source, say=say, addons=addon_specs.modules(requested), kube=wanted
-        )
+        modules = addon_specs.modules(requested) + (["multus"] if with_multus else [])
+        binaries, versions = build.ensure_binaries(source=source, say=say, addons=modules, kube=wanted)
         wipe(directory)
         started = time.monotonic()
         cluster = _fresh(
             directory, binaries={k: Path(v) for k, v in binaries.items()}, versions=versions, addons=requested,
-            ip_family=family or controlplane.DEFAULT_IP_FAMILY, second_network=bool(second), say=emit,
+            ip_family=family or controlplane.DEFAULT_IP_FAMILY, second_network=bool(second),
+            multus=bool(with_multus), say=emit,
         )  # fmt: skip
         cluster.start_component("etcd")
         cluster.start_component("kube-apiserver")

@@ -30,6 +30,15 @@ work through kube-proxy and names resolve through CoreDNS. What runs:
   naming the network :data:`SECOND_NETWORK`, as Multus does for a secondary
   network. Only the pods' own traffic to each other uses it (no Services, no
   routes beyond its subnet); the guard chain keeps it on its bridge too.
+  With ``up --second-network --multus`` the meta-plugin is the real one
+  instead: the Multus CNI thin plugin (built from the Go module proxy,
+  ``build`` module ``multus``) is the node's only CNI configuration
+  (:data:`MULTUS_CONFIG`); it runs the cluster network's configuration as
+  ``eth0`` and, for a pod whose ``k8s.v1.cni.cncf.io/networks`` annotation
+  asks for it, the NetworkAttachmentDefinition :data:`SECOND_NETWORK`
+  (bridge :data:`BRIDGE2`) as ``net1``, and writes the network-status
+  annotation itself. The NetworkAttachmentDefinition CRD comes from the
+  Multus release's own manifest (:func:`multus_crds`, :func:`multus_objects`).
 * **kubelet and kube-proxy** built from the control plane's own
   k8s.io/kubernetes release (the ``node`` wrapper module), with kubeadm's
   defaults except where this machine forces otherwise (docs/devcluster.md, "Real node").
@@ -161,6 +170,11 @@ POD_CIDR2 = ipaddress.ip_network("10.245.0.0/24")
 POD_CIDR2_6 = ipaddress.ip_network("fd72:696e:6700:245::/64")
 SECOND_NETWORK = "default/ring-fast"
 SECOND_INTERFACE = "eth1"
+#: With ``--multus``: the interface Multus names a pod's first additional attachment, the pod
+#: annotation that asks for attachments, and the node's one CNI configuration file.
+MULTUS_INTERFACE = "net1"
+NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+MULTUS_CONFIG = "00-multus.conf"
 #: The ``kube-dns`` Service's ClusterIP on an IPv6-only cluster.
 DNS_SERVICE_IP6 = str(ipaddress.ip_network(SERVICE_CIDR6)[10])
 CLUSTER_DOMAIN = "cluster.local"
@@ -414,7 +428,7 @@ def _swap_on() -> bool:
 # configuration
 
 
-def _containerd_config(home: Path, *, metrics_port: int, second_network: bool) -> str:
+def _containerd_config(home: Path, *, metrics_port: int, second_network: bool, multus: bool = False) -> str:
     root = home / "containerd"
     # CRI settings this machine needs (measured, see docs/design.md "Facts"): root here
     # lacks CAP_SYS_RESOURCE (restrict_oom_score_adj, or every sandbox fails
@@ -453,7 +467,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{home / "cni" / "bin" if second_network else _CNI_BIN_DIR}"
     conf_dir = "{home / "cni" / "net.d"}"
-    max_conf_num = {2 if second_network else 1}
+    max_conf_num = {2 if second_network and not multus else 1}
 """
 
 
@@ -488,29 +502,111 @@ def _cni_config(home: Path, *, addrs: Addresses) -> Json:
     }
 
 
+def _second_bridge(home: Path, *, addrs: Addresses) -> Json:
+    # The second network: its own bridge and range, no gateway route, no masquerade.
+    return {
+        "type": "bridge",
+        "bridge": BRIDGE2,
+        "isGateway": True,
+        "isDefaultGateway": False,
+        "ipMasq": False,
+        "hairpinMode": True,
+        "ipam": {
+            "type": "host-local",
+            "ranges": [
+                [{"subnet": str(c), "gateway": ip}] for c, ip in zip(addrs.second_cidrs, addrs.second_ips, strict=True)
+            ],
+            "dataDir": str(home / "cni" / "ipam"),
+        },
+    }
+
+
+def _multus_config(home: Path, *, kubeconfig: Path, bin_dir: Path) -> Json:
+    # Multus' documented configuration keys (docs/configuration.md of the
+    # release): the cluster network is the first configuration, by path;
+    # attachments come from the pods' annotation (no defaultNetworks).
+    return {
+        "cniVersion": "1.0.0",
+        "name": "multus-cni-network",
+        "type": "multus",
+        "kubeconfig": str(kubeconfig),
+        "clusterNetwork": str(home / "cni" / "net.d" / "10-ring-devcluster.conflist"),
+        "confDir": str(home / "cni" / "multus" / "net.d"),
+        "cniDir": str(home / "cni" / "multus" / "cache"),
+        "binDir": str(bin_dir),
+        "logFile": str(home / "cni" / "multus" / "multus.log"),
+        "logLevel": "verbose",
+        "logToStderr": True,
+    }
+
+
+def _attachment(home: Path, *, addrs: Addresses) -> Json:
+    """The NetworkAttachmentDefinition :data:`SECOND_NETWORK`: the second bridge, for Multus."""
+    namespace, name = SECOND_NETWORK.split("/")
+    config = {"cniVersion": "1.0.0", "name": name, "plugins": [_second_bridge(home, addrs=addrs)]}
+    return {
+        "apiVersion": "k8s.cni.cncf.io/v1",
+        "kind": "NetworkAttachmentDefinition",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/managed-by": "ring-devcluster"},
+        },
+        "spec": {"config": json.dumps(config)},
+    }
+
+
+def multus_crds(state_dir: Path) -> list[Json]:
+    """The NetworkAttachmentDefinition CRD of a ``--multus`` cluster (from the Multus release's manifest), or []."""
+    path = state_dir / "node" / "cni" / "multus" / "crds.json"
+    return json.loads(path.read_text()) if path.exists() else []  # type: ignore[no-any-return]
+
+
+def multus_objects(state_dir: Path) -> list[tuple[str, Json]]:
+    """The NetworkAttachmentDefinition of the second network in a ``--multus`` cluster, as ``(URL path, manifest)``, or []."""
+    path = state_dir / "node" / "cni" / "multus" / "attachment.json"
+    if not path.exists():
+        return []
+    nad: Json = json.loads(path.read_text())
+    meta = nad["metadata"]
+    return [
+        (f"/apis/k8s.cni.cncf.io/v1/namespaces/{meta['namespace']}/network-attachment-definitions/{meta['name']}", nad)
+    ]
+
+
+def _write_multus(home: Path, *, addrs: Addresses, server: str, pki: Pki, binaries: Mapping[str, Path]) -> None:
+    """Multus as the node's CNI configuration, its kubeconfig, the CRD and the attachment to apply."""
+    if "multus" not in binaries:
+        raise NodeError("--multus: no multus binary (ring-devcluster build --with multus)")
+    directory = home / "cni" / "multus"
+    (directory / "net.d").mkdir(parents=True, exist_ok=True)
+    cert, key = pki.issue("multus", cn="ring-devcluster-multus", groups=["system:masters"])
+    kubeconfig = write_kubeconfig(
+        directory / "kubeconfig", server=server, ca_cert=pki.ca_cert, client_cert=cert, client_key=key,
+        user="ring-devcluster-multus",
+    )  # fmt: skip
+    bin_dir = _cni_bin_dir(home)
+    link = bin_dir / "multus"
+    link.unlink(missing_ok=True)
+    link.symlink_to(binaries["multus"])
+    manifest = Path(binaries["multus"]).parent / "assets" / "deployments" / "multus-daemonset.yml"
+    crds = [d for d in yaml.safe_load_all(manifest.read_text()) if d and d.get("kind") == "CustomResourceDefinition"]
+    if not crds:
+        raise NodeError(f"no CustomResourceDefinition in {manifest}")
+    (directory / "crds.json").write_text(json.dumps(crds))
+    (directory / "attachment.json").write_text(json.dumps(_attachment(home, addrs=addrs)))
+    (home / "cni" / "net.d" / MULTUS_CONFIG).write_text(
+        json.dumps(_multus_config(home, kubeconfig=kubeconfig, bin_dir=bin_dir), indent=2)
+    )
+
+
 def _second_cni_config(home: Path, *, addrs: Addresses, server: str, pki: Pki) -> Json:
-    # The second network: its own bridge and range, no gateway route, no
-    # masquerade; then the plugin that writes the pod's network-status.
+    # The second bridge, then the plugin that writes the pod's network-status.
     return {
         "cniVersion": "1.0.0",
         "name": "ring-devcluster-second",
         "plugins": [
-            {
-                "type": "bridge",
-                "bridge": BRIDGE2,
-                "isGateway": True,
-                "isDefaultGateway": False,
-                "ipMasq": False,
-                "hairpinMode": True,
-                "ipam": {
-                    "type": "host-local",
-                    "ranges": [
-                        [{"subnet": str(c), "gateway": ip}]
-                        for c, ip in zip(addrs.second_cidrs, addrs.second_ips, strict=True)
-                    ],
-                    "dataDir": str(home / "cni" / "ipam"),
-                },
-            },
+            _second_bridge(home, addrs=addrs),
             {
                 "type": netstatus.PLUGIN_TYPE,
                 "network": SECOND_NETWORK,
@@ -652,6 +748,7 @@ def configure(
     binaries: Mapping[str, Path],
     ip_family: str = DEFAULT_IP_FAMILY,
     second_network: bool = False,
+    multus: bool = False,
 ) -> Setup:
     """Write the node's certificates, kubeconfigs and configuration files under
     ``state_dir/node``; return its processes' argv and environment and the flags
@@ -661,7 +758,8 @@ def configure(
     names to their cached paths (``kubelet``, ``kube-proxy``, ``relay``,
     ``coredns``); containerd is Debian's. ``ip_family`` is the cluster's
     (``controlplane.IP_FAMILIES``): the node's addresses are :func:`addresses`'.
-    ``second_network`` adds the second pod network (see the module doc).
+    ``second_network`` adds the second pod network (see the module doc),
+    attached by Multus (``binaries["multus"]``) with ``multus``.
     """
     addrs = addresses(ip_family)
     home = state_dir / "node"
@@ -685,9 +783,11 @@ def configure(
 
     containerd_conf = home / "containerd" / "config.toml"
     containerd_conf.write_text(
-        _containerd_config(home, metrics_port=ports["containerd-metrics"], second_network=second_network)
+        _containerd_config(home, metrics_port=ports["containerd-metrics"], second_network=second_network, multus=multus)
     )
-    if second_network:
+    if second_network and multus:
+        _write_multus(home, addrs=addrs, server=server, pki=pki, binaries=binaries)
+    elif second_network:
         pki.issue("cni-network-status", cn="ring-devcluster-network-status", groups=["system:masters"])
         _cni_bin_dir(home)
         (home / "cni" / "net.d" / "20-ring-devcluster-second.conflist").write_text(
