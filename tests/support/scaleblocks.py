@@ -5,6 +5,8 @@ protocol is described there):
 
 - ``scale-touch``: the touch at scale, one row per ``build/bench.sh --jobs 1
   --pods N`` run (``touch-*.json`` and ``one-*.json``), in the order run;
+- ``scale-offload``: one big job's syncs with the decision on the event loop
+  and on the thread, on plain data (``offload-20000.json``);
 - ``scale-observers``: the observers apart from the load (``observers-50x8.json``);
 - ``scale-bigspec``: one 20,000-member spec from the launcher's side (``bigspec-20000.json``);
 - ``scale-fleet`` and ``scale-fleet-failover``: 1,000 jobs of 8 pods and the
@@ -346,7 +348,27 @@ def scale_lease() -> str:
     return "\n".join(lines)
 
 
+def scale_offload() -> str:
+    """One big job's syncs on plain data, the decision on the event loop and on the thread (``offload-20000.json``)."""
+    name = "offload-20000.json"
+    doc = _doc(name)
+    lines = [
+        f"{_source(doc, name)}, {doc['members']:,} members, peak RSS {doc['peak_rss_mb']:.1f} MB:",
+        "",
+        "| decided | first sync (s) | new leader's first sync (s) | CPU, both (s) | loop held, longest / median (s) |",
+        "|---|---|---|---|---|",
+    ]
+    for r in doc["rows"]:
+        where = "on the event loop" if r["where"] == "loop" else "on the thread"
+        lines.append(
+            f"| {where} | {r['first_sync_s']:.2f} | {r['new_leader_sync_s']:.2f} | {r['cpu_s']:.2f} "
+            f"| {r['loop_held_max_s']:.2f} / {r['loop_held_median_s']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
 BLOCKS = {
+    "scale-offload": scale_offload,
     "scale-touch": scale_touch,
     "scale-observers": scale_observers,
     "scale-bigspec": scale_bigspec,
