@@ -33,8 +33,8 @@ work through kube-proxy and names resolve through CoreDNS. What runs:
   With ``up --second-network --multus`` the meta-plugin is the real one
   instead: the Multus CNI thin plugin (built from the Go module proxy,
   ``build`` module ``multus``) is the node's only CNI configuration
-  (:data:`MULTUS_CONFIG`); it runs the cluster network's configuration as
-  ``eth0`` and, for a pod whose ``k8s.v1.cni.cncf.io/networks`` annotation
+  (:data:`MULTUS_CONFIG`); it runs the cluster network's configuration (its
+  first delegate) as ``eth0`` and, for a pod whose ``k8s.v1.cni.cncf.io/networks`` annotation
   asks for it, the NetworkAttachmentDefinition :data:`SECOND_NETWORK`
   (bridge :data:`BRIDGE2`) as ``net1``, and writes the network-status
   annotation itself. The NetworkAttachmentDefinition CRD comes from the
@@ -521,16 +521,20 @@ def _second_bridge(home: Path, *, addrs: Addresses) -> Json:
     }
 
 
-def _multus_config(home: Path, *, kubeconfig: Path, bin_dir: Path) -> Json:
+def _multus_config(home: Path, *, cluster: Json, kubeconfig: Path, bin_dir: Path) -> Json:
     # Multus' documented configuration keys (docs/configuration.md of the
-    # release): the cluster network is the first configuration, by path;
-    # attachments come from the pods' annotation (no defaultNetworks).
+    # release). The cluster network is given inline (``delegates``), not by
+    # path (``clusterNetwork``): v4.2.3 caches a configuration list it loaded
+    # from a file with its plugins' own keys dropped (types.PluginConf), so
+    # the DEL of every pod failed ("bridge ... no IP ranges specified"), its
+    # sandbox was never removed and the kubelet never gave it a terminal
+    # phase. Attachments come from the pods' annotation (no defaultNetworks).
     return {
         "cniVersion": "1.0.0",
         "name": "multus-cni-network",
         "type": "multus",
         "kubeconfig": str(kubeconfig),
-        "clusterNetwork": str(home / "cni" / "net.d" / "10-ring-devcluster.conflist"),
+        "delegates": [cluster],
         "confDir": str(home / "cni" / "multus" / "net.d"),
         "cniDir": str(home / "cni" / "multus" / "cache"),
         "binDir": str(bin_dir),
@@ -596,7 +600,10 @@ def _write_multus(home: Path, *, addrs: Addresses, server: str, pki: Pki, binari
     (directory / "crds.json").write_text(json.dumps(crds))
     (directory / "attachment.json").write_text(json.dumps(_attachment(home, addrs=addrs)))
     (home / "cni" / "net.d" / MULTUS_CONFIG).write_text(
-        json.dumps(_multus_config(home, kubeconfig=kubeconfig, bin_dir=bin_dir), indent=2)
+        json.dumps(
+            _multus_config(home, cluster=_cni_config(home, addrs=addrs), kubeconfig=kubeconfig, bin_dir=bin_dir),
+            indent=2,
+        )
     )
 
 
