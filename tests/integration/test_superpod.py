@@ -158,11 +158,15 @@ def test_a_spec_too_large_even_compressed_is_refused_and_the_written_one_stays(
         lambda: [e for e in events_for(k8s, namespace, "huge") if e.reason == "SpecTooLarge"], what="SpecTooLarge"
     )
     assert event.type == "Warning"
-    assert re.fullmatch(
+    sizes = re.match(
         r"spec of 16 members is (\d+) bytes plain, (\d+) bytes gzip-compressed, "
-        r"over the ConfigMap limit of 1048576 bytes",
+        r"over the ConfigMap limit of 1048576 bytes; no spec is written",
         event.message,
-    ), event.message
+    )
+    assert sizes is not None, event.message
+    # What the user can do: how many members would fit, and a rank table version with shorter entries.
+    assert f"About {16 * 1048576 // int(sizes[2]):,} members of this job fit one ConfigMap" in event.message
+    assert "a rank table version with shorter entries" in event.message
     assert controller.metric("ringcontroller_invalid_inputs_total", kind="vcjob", reason="too_large") == 1.0
     # Nothing written over the last good state: the same ConfigMap version, still initializing.
     after = read_configmap(k8s, namespace, "rings-config-huge")
