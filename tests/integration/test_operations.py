@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes_asyncio import config as async_config
@@ -399,9 +400,29 @@ async def test_a_renewal_is_one_write_and_a_lease_changed_by_another_is_read_fir
             await elector.release()
 
 
-def _watch_renewals(k8s: Any, namespace: str, seconds: int, seen: list[tuple[str, dt.datetime]]) -> None:
-    """Every version of the Lease the API server sends (resourceVersion, renewTime), for ``seconds``."""
-    stream = watch.Watch().stream(
+def _watch_renewals(
+    k8s: Any,
+    namespace: str,
+    seconds: int,
+    seen: list[tuple[str, dt.datetime]],
+    *,
+    watching: watch.Watch,
+    stopping: threading.Event,
+) -> None:
+    """Every version of the Lease the API server sends (resourceVersion, renewTime), for ``seconds`` or until
+    ``stopping`` is set and ``watching.stop()`` shuts its socket (so the watch ends with its test, not in a
+    later one's API server restart); a broken stream is raised unless it was that stop."""
+    try:
+        _lease_events(k8s, namespace, seconds, seen, watching=watching)
+    except urllib3.exceptions.ProtocolError:
+        if not stopping.is_set():
+            raise
+
+
+def _lease_events(
+    k8s: Any, namespace: str, seconds: int, seen: list[tuple[str, dt.datetime]], *, watching: watch.Watch
+) -> None:
+    stream = watching.stream(
         client.CoordinationV1Api(k8s.api).list_namespaced_lease,
         namespace,
         field_selector=f"metadata.name={LEASE}",
@@ -428,7 +449,13 @@ async def test_the_daemons_lease_renewals_keep_the_deadline_while_its_event_loop
     cfg = await client_configuration(options.kubeconfig)
     election = elector_for(options, cfg)
     seen: list[tuple[str, dt.datetime]] = []
-    watcher = threading.Thread(target=_watch_renewals, args=(k8s, namespace, 40, seen), daemon=True)
+    watching, stopping = watch.Watch(), threading.Event()
+    watcher = threading.Thread(
+        target=_watch_renewals,
+        args=(k8s, namespace, 40, seen),
+        kwargs={"watching": watching, "stopping": stopping},
+        daemon=True,
+    )
     watcher.start()
     await election.start()
     holding: asyncio.Task[None] | None = None
@@ -456,6 +483,10 @@ async def test_the_daemons_lease_renewals_keep_the_deadline_while_its_event_loop
             holding.cancel()
         await election.release()
         await election.close()
+        stopping.set()
+        watching.stop()
+        await asyncio.to_thread(watcher.join, 45)
+        assert not watcher.is_alive(), "the Lease watch outlived its test"
 
 
 # -- the shipped RBAC --------------------------------------------------------------

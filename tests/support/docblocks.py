@@ -59,6 +59,7 @@ Renderers:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 import statistics
@@ -555,12 +556,42 @@ def _load_avg(machine: Json) -> str:
     return f"load {start:g} → {end:g} on {machine['cpus']} CPUs"
 
 
+def _runs(pattern: str) -> dict[str, list[Json]]:
+    """The documents of ``figures/kube/PATTERN`` by their ``kube``, each release's in order of their ``date``."""
+    runs: dict[str, list[Json]] = {}
+    for path in sorted(KUBE_FIGURES.glob(pattern)):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        runs.setdefault(doc["kube"], []).append(doc)
+    return {k: sorted(v, key=lambda d: d["date"]) for k, v in runs.items()}
+
+
+def _bench_cells(doc: Json | None) -> list[str]:
+    if doc is None:
+        return ["not measured", "–"]
+    q = doc["latency_ms"]
+    return [
+        f"{q['p50']:.0f} / {q['p90']:.0f} / {q['max']:.0f}, {q['count']}",
+        f"`{doc['scenario']['command']}`, {doc['date']}, {_load_avg(doc['machine'])}",
+    ]
+
+
+def _delivery_cells(doc: Json | None) -> list[str]:
+    mode = next((m for m in doc["modes"] if m["mode"] == "file+touch"), None) if doc is not None else None
+    if doc is None or mode is None:
+        return ["not measured", "–", "–"]
+    return [
+        f"{mode['p50_s']:.3f} / {mode['p95_s']:.3f} / {mode['max_s']:.3f}, {len(mode['samples'])}",
+        f"{mode['survivor_p50_s']:.3f} / {mode['survivor_max_s']:.3f}" if mode["survivor_samples"] else "–",
+        f"`{doc['command']}`, {doc['date']}, {_load_avg(doc['machine'])}",
+    ]
+
+
 def kube_versions() -> str:
     """Per Kubernetes release of ``figures/kube/``: the spec latency after the last member Running (``bench-*.json``,
     ``build/bench.sh --jobs 50 --pods 8 --kube V``) and the file-mode delivery on the real node (``delivery-*.json``),
-    side by side, each with its command, date and the machine's 1-minute load average at its start and end."""
-    bench = {d["kube"]: d for d in (json.loads(f.read_text()) for f in sorted(KUBE_FIGURES.glob("bench-*.json")))}
-    delivery = {d["kube"]: d for d in (json.loads(f.read_text()) for f in sorted(KUBE_FIGURES.glob("delivery-*.json")))}
+    side by side, each with its command, date and the machine's 1-minute load average at its start and end; one row
+    per run (a release's n-th bench run beside its n-th delivery run), every run shown."""
+    bench, delivery = _runs("bench-*.json"), _runs("delivery-*.json")
     lines = [
         "| Kubernetes | spec latency after the last member Running, p50 / p90 / max (ms), jobs | run "
         "| file mode: spec completed → TF_CONFIG in the new pod, p50 / p95 / max (s), replacements "
@@ -568,30 +599,9 @@ def kube_versions() -> str:
         "|---|---|---|---|---|---|",
     ]
     for version in sorted({*bench, *delivery}, key=_release_key):
-        cells = [version]
-        if (b := bench.get(version)) is not None:
-            q = b["latency_ms"]
-            cells += [
-                f"{q['p50']:.0f} / {q['p90']:.0f} / {q['max']:.0f}, {q['count']}",
-                f"`{b['scenario']['command']}`, {b['date']}, {_load_avg(b['machine'])}",
-            ]
-        else:
-            cells += ["not measured", "–"]
-        mode = (
-            next((m for m in delivery[version]["modes"] if m["mode"] == "file+touch"), None)
-            if version in delivery
-            else None
-        )
-        if mode is not None:
-            d = delivery[version]
-            cells += [
-                f"{mode['p50_s']:.3f} / {mode['p95_s']:.3f} / {mode['max_s']:.3f}, {len(mode['samples'])}",
-                f"{mode['survivor_p50_s']:.3f} / {mode['survivor_max_s']:.3f}" if mode["survivor_samples"] else "–",
-                f"`{d['command']}`, {d['date']}, {_load_avg(d['machine'])}",
-            ]
-        else:
-            cells += ["not measured", "–", "–"]
-        lines.append("| " + " | ".join(_escape(c) for c in cells) + " |")
+        for b, d in itertools.zip_longest(bench.get(version, []), delivery.get(version, [])):
+            cells = [version, *_bench_cells(b), *_delivery_cells(d)]
+            lines.append("| " + " | ".join(_escape(c) for c in cells) + " |")
     return "\n".join(lines)
 
 

@@ -131,3 +131,13 @@ def test_releases_sort_by_number_and_a_missing_measurement_says_so(
     assert "1.100 / 1.190 / 1.200, 2" in rows[0] and "0.200 / 0.200" in rows[0]
     assert "210 / 651 / 900, 50" in rows[1] and "load 1.5 → 2.25 on 2 CPUs" in rows[1]
     assert rows[1].endswith("| not measured | – | – |")
+
+
+def test_every_run_of_a_release_is_a_row_in_date_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    figures = _kube_figures(tmp_path, monkeypatch)
+    first = json.loads((figures / "bench-50x8-v1.10.1.json").read_text())
+    later = {**first, "date": "2026-12-03 15:00 UTC", "latency_ms": {**first["latency_ms"], "p50": 400.0}}
+    (figures / "bench-50x8-v1.10.1-again.json").write_text(json.dumps(later))
+    (figures / "bench-50x8-v1.10.1.json").rename(figures / "bench-50x8-v1.10.1-z.json")  # name order is not date order
+    rows = [line for line in docblocks.kube_versions().splitlines() if line.startswith("| v1.10.1")]
+    assert [row.split(" | ")[1] for row in rows] == ["210 / 651 / 900, 50", "400 / 651 / 900, 50"]
