@@ -61,7 +61,6 @@ from functools import partial
 from typing import Any, Final
 
 import structlog
-from kubernetes_asyncio.client import ApiClient
 
 from agent.agent import Agent
 from agent.api import NotFound
@@ -79,6 +78,7 @@ from model.topology import Path, RankOrder, node_path
 from ranktable.backoff import Backoff
 from ranktable.clusterspec import STATUS_COMPLETED
 from ringcontroller import kube, memory
+from ringcontroller.kube import ApiClient
 from ringcontroller.metrics import (
     LOOP_LAG_INTERVAL,
     REGISTRY,

@@ -1,12 +1,15 @@
-"""The daemon's one Kubernetes API client: raw JSON on kubernetes-asyncio.
+"""The daemon's one Kubernetes API client: raw JSON over aiohttp.
 
 Every request the daemon makes (list pages, watches, discovery, ConfigMap,
 Event and Lease verbs) goes through :func:`_send` (:func:`open_watch` for
-streams): ``ApiClient.call_api`` with ``_preload_content=False``, so
-authentication, TLS and the server address come from the client's
-configuration as usual, but the JSON is read as-is: no generated models (none
-exist for CRDs such as Volcano's Job, and parsing pods into models costs time
-and memory for fields we drop anyway).
+streams) on a :class:`Client`: one aiohttp session to the server of a
+:class:`~ringcontroller.kubeconfig.Connection` (its TLS context and
+``Authorization`` header), the JSON read and written as-is: no generated
+models (none exist for CRDs such as Volcano's Job, and parsing pods into
+models costs time and memory for fields we drop anyway), and no import of
+the generated client either (:mod:`ringcontroller.kubeconfig` says why).
+The functions here also take kubernetes-asyncio's ``ApiClient`` (the tests'
+and benchmarks' clients): both have the ``call_api`` that :func:`_call` uses.
 
 - One timeout table, :data:`TIMEOUTS`, by the kind of request.
 - One request counter, ``ringcontroller_api_requests_total{verb,code}``, with
@@ -26,20 +29,24 @@ import contextlib
 import datetime as dt
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Final, Literal
+from types import TracebackType
+from typing import Any, Final, Literal, Protocol
+from urllib.parse import urlencode
 
 import aiohttp
 import structlog
-from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry
 
 from agent.api import ApiError, Json, NotFound, NotLeader
 from ranktable.podenv import pod_name
+from ringcontroller.kubeconfig import Connection
 from ringcontroller.metrics import client_metrics
 from ringcontroller.resource import CONFIGMAPS, EVENTS, PODS, VOLCANO_JOBS, Resource
 
 __all__ = [
     "CONFIGMAPS",
+    "ApiClient",
+    "Client",
     "PODS",
     "TIMEOUTS",
     "VOLCANO_JOBS",
@@ -87,6 +94,96 @@ COMPONENT: Final = "ring-controller"
 #: labels of a Node without its image list and conditions.
 METADATA_LIST: Final = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 METADATA_WATCH: Final = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+
+class ApiClient(Protocol):
+    """What :func:`_call` needs of a client: :class:`Client`, or kubernetes-asyncio's ``ApiClient``."""
+
+    async def call_api(
+        self,
+        resource_path: str,
+        method: str,
+        *,
+        query_params: list[tuple[str, str]],
+        header_params: dict[str, str],
+        body: Any,
+        auth_settings: list[str],
+        _preload_content: bool,
+        _request_timeout: aiohttp.ClientTimeout,
+    ) -> Any: ...
+
+
+CONNECTIONS: Final = 100
+"""Connections to the API server at most (kubernetes-asyncio's default too)."""
+
+READ_BUFFER: Final = 2**21
+"""Bytes aiohttp buffers per read: one watch event (a line) may carry a ConfigMap of up to 1 MiB."""
+
+
+class Client:
+    """The daemon's HTTP session to the API server of one :class:`~ringcontroller.kubeconfig.Connection`.
+
+    ``async with Client(connection) as api:`` opens the session on the running
+    loop (aiohttp sessions belong to one loop: each loop opens its own
+    client) and closes it on the way out. HTTP proxies from the environment
+    apply, as with kubernetes-asyncio (``trust_env``).
+    """
+
+    def __init__(self, connection: Connection, *, user_agent: str = "ring-controller") -> None:
+        self.connection = connection
+        self._user_agent = user_agent
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Client:
+        connector = aiohttp.TCPConnector(limit=CONNECTIONS, ssl=self.connection.ssl or False)
+        self._session = aiohttp.ClientSession(connector=connector, trust_env=True, read_bufsize=READ_BUFFER)
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def call_api(
+        self,
+        resource_path: str,
+        method: str,
+        *,
+        query_params: list[tuple[str, str]],
+        header_params: dict[str, str],
+        body: Any,
+        auth_settings: list[str],
+        _preload_content: bool,
+        _request_timeout: aiohttp.ClientTimeout,
+    ) -> aiohttp.ClientResponse:
+        """Send one request; the response is returned unread (the caller reads or streams it).
+
+        The signature is the part of kubernetes-asyncio's ``call_api`` that
+        :func:`_call` uses (``auth_settings`` and ``_preload_content`` are
+        implied: the connection's credentials, never preloaded).
+        """
+        if self._session is None:
+            raise RuntimeError("Client used outside `async with`")
+        headers = {"User-Agent": self._user_agent, **header_params}
+        authorization = await self.connection.authorization()
+        if authorization:
+            headers["Authorization"] = authorization
+        url = self.connection.server + resource_path
+        if query_params:
+            url += "?" + urlencode(query_params)
+        data = None if body is None else json.dumps(body, separators=(",", ":"))
+        return await self._session.request(
+            method,
+            url,
+            headers=headers,
+            data=data,
+            timeout=_request_timeout,
+        )
 
 
 def _count(registry: CollectorRegistry | None, verb: str, code: str) -> None:

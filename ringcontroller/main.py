@@ -29,21 +29,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 import structlog
-from kubernetes_asyncio import config as kube_config
-from kubernetes_asyncio.client import ApiClient, Configuration
 
 from agent.api import ApiError
 from ranktable.backoff import Backoff
-from ringcontroller import kube, logs, probes
+from ringcontroller import kube, kubeconfig, logs, probes
 from ringcontroller.controller import DISCOVERY_BACKOFF, Controller
-from ringcontroller.kube import RestKubeAPI
+from ringcontroller.kube import ApiClient, Client, RestKubeAPI
+from ringcontroller.kubeconfig import Connection
 from ringcontroller.leader import ElectionThread, LeaderElector, default_identity, default_namespace
 from ringcontroller.metrics import REGISTRY
 from ringcontroller.options import VERSION, Options, parse
@@ -53,21 +51,10 @@ log = structlog.get_logger()
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+USER_AGENT = f"ring-controller/{VERSION}"
 
 
-async def client_configuration(kubeconfig: str | None) -> Configuration:
-    """Client configuration by the documented order of sources."""
-    cfg = Configuration()
-    if kubeconfig:
-        await kube_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        kube_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-    else:
-        await kube_config.load_kube_config(client_configuration=cfg)
-    return cfg
-
-
-def elector_for(options: Options, cfg: Configuration) -> ElectionThread:
+def elector_for(options: Options, connection: Connection) -> ElectionThread:
     """The Lease campaign of this process, from the ``--leader-elect*`` flags.
 
     It runs on a thread of its own with its own API client (see
@@ -79,7 +66,7 @@ def elector_for(options: Options, cfg: Configuration) -> ElectionThread:
 
     @contextlib.asynccontextmanager
     async def opened() -> AsyncIterator[LeaderElector]:
-        async with ApiClient(configuration=cfg) as api:
+        async with Client(connection, user_agent=USER_AGENT) as api:
             yield LeaderElector(
                 request=RestKubeAPI(api, registry=REGISTRY).request,
                 namespace=namespace,
@@ -201,13 +188,13 @@ async def run(options: Options) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        cfg = await client_configuration(options.kubeconfig)
+        connection = await kubeconfig.load(options.kubeconfig)
     except Exception as e:  # noqa: BLE001 - any config failure ends start-up with its reason
         log.error("config.failed", error=str(e))
         return EXIT_FAILED
-    async with ApiClient(configuration=cfg) as api:
+    async with Client(connection, user_agent=USER_AGENT) as api:
         controller = Controller(api=api, options=options)
-        elector = elector_for(options, cfg) if options.leader_elect else None
+        elector = elector_for(options, connection) if options.leader_elect else None
         runners = await probes.serve(
             metrics_address=options.metrics_bind_address,
             health_address=options.health_probe_bind_address,
@@ -217,7 +204,8 @@ async def run(options: Options) -> int:
         log.info(
             "controller.starting",
             version=VERSION,
-            server=cfg.host,
+            server=connection.server,
+            config=connection.source,
             namespaces=list(options.namespaces) or "*",
             label_key=options.label_key,
             workers=options.workers,

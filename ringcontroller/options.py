@@ -121,7 +121,8 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument(
-        "--kubeconfig", help="kubeconfig file; default: in-cluster config, then $KUBECONFIG, then ~/.kube/config"
+        "--kubeconfig",
+        help="kubeconfig file; default: in-cluster config, then $KUBECONFIG (its first file), then ~/.kube/config",
     )
     p.add_argument(
         "--namespace",

@@ -57,14 +57,13 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import structlog
-from kubernetes_asyncio.client import ApiClient
 from prometheus_client import CollectorRegistry
 
 from agent.api import ApiError, Gone
 from model.records import key_of
 from ranktable.backoff import Backoff
 from ringcontroller import kube
-from ringcontroller.kube import Json, Resource
+from ringcontroller.kube import ApiClient, Json, Resource
 from ringcontroller.metrics import client_metrics
 
 __all__ = [

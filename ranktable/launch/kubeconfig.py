@@ -58,6 +58,20 @@ class ApiConfigError(RuntimeError):
     """No usable API server configuration: the message names the file or variable to fix."""
 
 
+class PluginUserError(ApiConfigError):
+    """The kubeconfig's user authenticates through an ``exec`` or ``auth-provider`` plugin, which is not run here.
+
+    ``path`` and ``context`` name the kubeconfig and its current context, for
+    a caller that can run such plugins (the daemon hands them to
+    kubernetes-asyncio's loader: :mod:`ringcontroller.kubeconfig`).
+    """
+
+    def __init__(self, message: str, *, path: str, context: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.context = context
+
+
 @record
 class ClientConfig:
     """How to reach the API server.
@@ -175,9 +189,11 @@ def kubeconfig_config(path: str) -> ClientConfig:
     user = _named(doc, "users", "user", context.get("user"), path) if context.get("user") else {}
     for plugin in ("exec", "auth-provider"):
         if user.get(plugin):
-            raise ApiConfigError(
+            raise PluginUserError(
                 f"kubeconfig {path}: user {context.get('user')!r} authenticates through {plugin!r}, which ring-launch "
-                "does not run: use a token or client-certificate kubeconfig, or run in a pod"
+                "does not run: use a token or client-certificate kubeconfig, or run in a pod",
+                path=path,
+                context=str(context_name or ""),
             )
     server = str(cluster.get("server") or "")
     match = re.fullmatch(r"(https?)://(\[[^\]]+\]|[^:/\[\]]+)(?::(\d+))?/?", server)

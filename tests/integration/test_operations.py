@@ -32,9 +32,10 @@ from prometheus_client import CollectorRegistry
 
 from agent.api import ApiError
 from model.keys import EPOCH_ANNOTATION
+from ringcontroller import kubeconfig as daemon_config
 from ringcontroller.kube import RestKubeAPI
 from ringcontroller.leader import LeaderElector
-from ringcontroller.main import client_configuration, elector_for
+from ringcontroller.main import elector_for
 from ringcontroller.options import parse
 from ringdevcluster import Cluster
 from tests.support.charts import shipped, template
@@ -446,8 +447,7 @@ async def test_the_daemons_lease_renewals_keep_the_deadline_while_its_event_loop
          "--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
          "--leader-elect-retry-period", "0.25s"]
     )  # fmt: skip
-    cfg = await client_configuration(options.kubeconfig)
-    election = elector_for(options, cfg)
+    election = elector_for(options, await daemon_config.load(options.kubeconfig))
     seen: list[tuple[str, dt.datetime]] = []
     watching, stopping = watch.Watch(), threading.Event()
     watcher = threading.Thread(
