@@ -157,7 +157,8 @@ class Module:
     ``binaries`` are the file names ``go build -o DIR/`` leaves in DIR;
     ``assets`` are glob patterns, relative to the source of ``requirement``,
     of files copied into ``<entry>/assets/`` (same relative paths);
-    ``cold_minutes`` is the rough cold build time on 2 cores, for progress;
+    ``cold_minutes`` is the rough cold build time on 2 cores, for progress (rounded
+    up from a fresh machine's `.ci/run` on 2026-12-03, Go's build cache shared);
     ``patches`` add files to a dependency (see :class:`Patch`);
     ``tags`` are Go build tags (``go build -tags``), e.g. to leave out parts
     of a large program the dev cluster does not use.
@@ -199,13 +200,13 @@ class Module:
 
 #: The control plane proper; always built.
 MODULES: tuple[Module, ...] = (
-    Module(name="etcd", requirement="go.etcd.io/etcd/server/v3", packages=(".",), binaries=("etcd",), cold_minutes=2),
+    Module(name="etcd", requirement="go.etcd.io/etcd/server/v3", packages=(".",), binaries=("etcd",), cold_minutes=1),
     Module(
         name="kwok",
         requirement="sigs.k8s.io/kwok",
         packages=("sigs.k8s.io/kwok/cmd/kwok",),
         binaries=("kwok",),
-        cold_minutes=3,
+        cold_minutes=2,
     ),
     Module(
         name="kube",
@@ -216,7 +217,7 @@ MODULES: tuple[Module, ...] = (
             "k8s.io/kubernetes/cmd/kube-scheduler",
         ),
         binaries=("kube-apiserver", "kube-controller-manager", "kube-scheduler"),
-        cold_minutes=10,
+        cold_minutes=5,
         stamp=_kube_stamp,
     ),
 )
@@ -231,7 +232,7 @@ ADDON_MODULES: dict[str, Module] = {
             packages=("sigs.k8s.io/jobset",),  # the module root is its main package
             binaries=("jobset",),
             assets=("config/components/crd/bases/*.yaml", "config/components/webhook/manifests.yaml"),
-            cold_minutes=3,
+            cold_minutes=2,
         ),
         Module(
             name="volcano",
@@ -239,7 +240,7 @@ ADDON_MODULES: dict[str, Module] = {
             packages=("volcano.sh/volcano/cmd/controller-manager", "volcano.sh/volcano/cmd/scheduler"),
             binaries=("controller-manager", "scheduler"),
             assets=("config/crd/volcano/bases/*.yaml",),
-            cold_minutes=8,
+            cold_minutes=3,
             # volcano.sh/apis v1.15.1 is not on the proxy; v1.14.0 lacks one constant.
             patches=(
                 Patch(
@@ -282,7 +283,7 @@ ADDON_MODULES: dict[str, Module] = {
             packages=(".",),  # main.go: upstream's controllers and webhooks, loopback wiring
             binaries=("trainer",),
             assets=("manifests/base/crds/trainer.kubeflow.org_*.yaml", "manifests/base/webhook/manifests.yaml"),
-            cold_minutes=4,
+            cold_minutes=2,
         ),
         # The real node (``--with node``): the kubelet and kube-proxy of the
         # control plane's release (same go.mod and replaces as ``kube``, plus
@@ -293,7 +294,7 @@ ADDON_MODULES: dict[str, Module] = {
             requirement="k8s.io/kubernetes",
             packages=("k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy", "./pause", "./relay"),
             binaries=("kubelet", "kube-proxy", "pause", "relay"),
-            cold_minutes=2,  # after kube: most packages are shared
+            cold_minutes=1,  # after kube: most packages are shared
             stamp=_kube_stamp,
         ),
         Module(
@@ -301,7 +302,7 @@ ADDON_MODULES: dict[str, Module] = {
             requirement="github.com/coredns/coredns",
             packages=(".",),  # main.go: upstream's server with the plugins the Corefile uses
             binaries=("coredns",),
-            cold_minutes=3,
+            cold_minutes=1,
         ),
         # ``up --second-network --multus``: the Multus CNI thin plugin, the
         # node's CNI configuration delegating to the cluster network and to
@@ -325,7 +326,7 @@ ADDON_MODULES: dict[str, Module] = {
             requirement="helm.sh/helm/v3",
             packages=("helm.sh/helm/v3/cmd/helm",),
             binaries=("helm",),
-            cold_minutes=6,
+            cold_minutes=2,
             stamp=_helm_stamp,
         ),
         Module(
@@ -333,7 +334,7 @@ ADDON_MODULES: dict[str, Module] = {
             requirement="k8s.io/kubectl",
             packages=(".",),  # main.go: k8s.io/kubectl's command
             binaries=("kubectl",),
-            cold_minutes=3,
+            cold_minutes=1,
             stamp=_kubectl_stamp,
         ),
         # ``--with prometheus``: the Prometheus server that scrapes the
@@ -349,7 +350,7 @@ ADDON_MODULES: dict[str, Module] = {
                 "github.com/prometheus/prometheus/cmd/promtool",
             ),
             binaries=("prometheus", "promtool"),
-            cold_minutes=12,
+            cold_minutes=2,
             stamp=_prometheus_stamp,
             tags=("remove_all_sd", "enable_kubernetes_sd"),
         ),
