@@ -1,7 +1,7 @@
 """What an opt-in suite would add to CI: its addon's cold build, its cluster's start, its tests.
 
-    python -m tests.bench.optin build lws [--json OUT]   # the addon's cold build
-    python -m tests.bench.optin tests lws [--json OUT]   # its cluster's start and its tests
+    python -m tests.bench.optin build lws|kueue [--json OUT]   # the addon's cold build
+    python -m tests.bench.optin tests lws|kueue [--json OUT]   # its cluster's start and its tests
 
 CI (``.ci/run``, a fresh machine with two cores) must stay within 60
 minutes, so a suite that costs more than a few minutes is opt-in
@@ -52,8 +52,10 @@ _BUILT = re.compile(r"built (?P<module>\S+) (?P<version>\S+) in \S+ \((?P<packag
 class Suite:
     """An opt-in suite: its addon (a ``ring-devcluster --with`` name), its marker's variable, its tests, its state."""
 
-    def __init__(self, *, addon: str, variable: str, tests: str, state_variable: str) -> None:
+    def __init__(self, *, addon: str, variable: str, tests: str, state_variable: str, up_with: str = "") -> None:
         self.addon, self.variable, self.tests, self.state_variable = addon, variable, tests, state_variable
+        #: ``ring-devcluster up --with`` for the suite's cluster (default: the addon alone).
+        self.up_with = up_with or addon
 
     def state_dir(self) -> Path:
         """The suite's cluster (``$<state_variable>``, default the main state directory + ``-<addon>``)."""
@@ -67,7 +69,14 @@ SUITES = {
         variable="RING_TEST_LWS",
         tests="tests/workloads/test_lws_controller.py",
         state_variable="RING_DEVCLUSTER_LWS_STATE",
-    )
+    ),
+    "kueue": Suite(
+        addon="kueue",
+        variable="RING_TEST_KUEUE",
+        tests="tests/kueue",
+        state_variable="RING_DEVCLUSTER_KUEUE_STATE",
+        up_with="jobset,trainer,kueue",
+    ),
 }
 
 
@@ -149,7 +158,7 @@ def measure_tests(suite: Suite) -> Json:
     state = suite.state_dir()
     subprocess.run([_tool(), "down", "--state-dir", str(state)], capture_output=True, check=False)
     started = time.monotonic()
-    subprocess.run([_tool(), "up", "--state-dir", str(state), "--with", suite.addon], check=True)
+    subprocess.run([_tool(), "up", "--state-dir", str(state), "--with", suite.up_with], check=True)
     up = time.monotonic() - started
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"

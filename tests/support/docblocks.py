@@ -605,6 +605,31 @@ def kube_versions() -> str:
     return "\n".join(lines)
 
 
+def ci_cold() -> str:
+    """CI's clock: a fresh machine's ``.ci/run``, step by step, with the Go builds inside the two ``up`` steps."""
+    doc = _load("ci-cold.json")
+
+    def clock(seconds: int) -> str:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+
+    lines = [
+        f"`{doc['command']}` on {doc['machine']}, at {doc['commit']}, {doc['started'][:16].replace('T', ' ')} UTC: "
+        f"{doc['outcome']} in "
+        f"{clock(doc['seconds'])} ({doc['tests']['passed']:,} tests passed; {doc['note']}):",
+        "",
+        "| step | took |",
+        "|---|---|",
+        *(f"| {step['step']} | {clock(step['seconds'])} |" for step in doc["steps"]),
+        "",
+        "The Go builds inside those steps: "
+        + ", ".join(f"{b['module']} {b['version']} {b['time']}" for b in doc["builds"])
+        + f". Before: {doc['before']['minutes']} minutes on {doc['before']['date']} ("
+        + ", ".join(f"{k} {v}" for k, v in doc["before"]["steps"].items())
+        + ").",
+    ]
+    return "\n".join(lines)
+
+
 #: Block name -> its renderer.
 def optin() -> str:
     """One row per opt-in suite of ``optin.json``: its addon's build (and with which Go build cache), its cluster's
@@ -647,6 +672,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     **scaleblocks.BLOCKS,
     "kueue-tier": kueue_tier,
     "optin": optin,
+    "ci-cold": ci_cold,
     "kube-versions": kube_versions,
 }
 
