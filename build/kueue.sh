@@ -17,8 +17,8 @@
 # /tmp/go.lock nice -n 10`, is put in front of that command on a shared
 # machine); `ring-devcluster up --with jobset,trainer,kueue` in
 # $RING_DEVCLUSTER_KUEUE_STATE (default .state/devcluster-kueue); pytest
-# tests/kueue with RING_TEST_KUEUE=1; the cluster stopped. `build/test.sh
-# --with kueue` runs the same tests within the whole suite.
+# tests/kueue with RING_TEST_KUEUE=1; the cluster stopped. `build/test.sh`
+# runs the same tests within the whole suite.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

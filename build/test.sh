@@ -2,17 +2,18 @@
 # Install everything the tests need and run them all, against a real local
 # Kubernetes control plane (ring-devcluster).
 #
-#   build/test.sh [--with torch] [--with kueue] [--with lws] [pytest args...]
+#   build/test.sh [--with torch] [--with lws] [--without kueue] [pytest args...]
 #   build/test.sh --help          # this text
 #
 # --with torch adds tests/workloads/test_torch_gloo.py (a gloo all-reduce over
-# 3 pods of a stock PyTorch image, tests/support/torchimage.py): PyTorch from
-# PyPI brings 2.8 GB of CUDA wheels, so it is not part of a default run.
-# --with kueue adds tests/kueue (jobs admitted, preempted and placed by a real
-# Kueue, on a kwok cluster of its own: `ring-devcluster up --with
-# jobset,trainer,kueue` in $RING_DEVCLUSTER_KUEUE_STATE, default
-# $RING_DEVCLUSTER_STATE-kueue); Kueue's cold build does not fit CI's budget.
-# build/kueue.sh runs that tier alone.
+# 3 pods of a stock PyTorch image, tests/support/torchimage.py, over IPv4 and
+# over IPv6): PyTorch from PyPI brings 2.8 GB of CUDA wheels, so it is not
+# part of a default run.
+# tests/kueue (jobs admitted, preempted and placed by a real Kueue) run on a
+# kwok cluster of their own: `ring-devcluster up --with jobset,trainer,kueue`
+# in $RING_DEVCLUSTER_KUEUE_STATE, default $RING_DEVCLUSTER_STATE-kueue (Kueue's
+# build adds about 2 minutes cold, its tests under one); --without kueue
+# leaves them out (RING_TEST_KUEUE=0). build/kueue.sh runs that tier alone.
 # --with lws adds tests/workloads/test_lws_controller.py (LeaderWorkerSets run
 # by the real LWS controller, built from the Go module proxy: minutes cold) on
 # a cluster of its own, `ring-devcluster up --with lws` in
@@ -57,12 +58,17 @@ if [[ "${1:-}" == "--help" || "${1:-}" == "-h" ]]; then
 fi
 export RING_DEVCLUSTER_KUEUE_STATE="${RING_DEVCLUSTER_KUEUE_STATE:-$RING_DEVCLUSTER_STATE-kueue}"
 export RING_DEVCLUSTER_LWS_STATE="${RING_DEVCLUSTER_LWS_STATE:-$RING_DEVCLUSTER_STATE-lws}"
-while [[ "${1:-}" == "--with" && ( "${2:-}" == "torch" || "${2:-}" == "kueue" || "${2:-}" == "lws" ) ]]; do
-    [[ "$2" == torch ]] && export RING_TEST_TORCH=1
-    [[ "$2" == kueue ]] && export RING_TEST_KUEUE=1
-    [[ "$2" == lws ]] && export RING_TEST_LWS=1
+export RING_TEST_KUEUE="${RING_TEST_KUEUE:-1}"
+while [[ ( "${1:-}" == "--with" && ( "${2:-}" == "torch" || "${2:-}" == "kueue" || "${2:-}" == "lws" ) ) \
+    || ( "${1:-}" == "--without" && "${2:-}" == "kueue" ) ]]; do
+    [[ "$1 $2" == "--with torch" ]] && export RING_TEST_TORCH=1
+    [[ "$1 $2" == "--with kueue" ]] && export RING_TEST_KUEUE=1  # the default; accepted as before
+    [[ "$1 $2" == "--without kueue" ]] && export RING_TEST_KUEUE=0
+    [[ "$1 $2" == "--with lws" ]] && export RING_TEST_LWS=1
     shift 2
 done
+kueue_build=""
+[[ "$RING_TEST_KUEUE" == 1 ]] && kueue_build=",kueue"
 
 # Each step ends with a line of how long it took and the total so far
 # (CI's clock: the cold figure per step comes from these lines).
@@ -97,7 +103,7 @@ command -v go >/dev/null || echo "note: no 'go' on PATH; fine only if the binari
 # Beside the first builds: download the Go modules of every later one (go
 # build downloads all of a module's before it compiles any, which on a fresh
 # machine is every module). Network, not CPU: nice 19.
-ring-devcluster build --download-only --with jobset,volcano,trainer,node,prometheus \
+ring-devcluster build --download-only --with "jobset,volcano,trainer,node,prometheus$kueue_build" \
     >"${TMPDIR:-/tmp}/ring-devcluster-download.log" 2>&1 &
 download_pid=$!
 ring-devcluster up --state-dir "$RING_DEVCLUSTER_STATE"

@@ -55,7 +55,8 @@ OPT_IN = {
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect the opt-in tests unless their variable is ``1``: ``torch`` (``RING_TEST_TORCH=1``,
-    ``build/test.sh --with torch``), ``kueue`` (``RING_TEST_KUEUE=1``, ``build/test.sh --with kueue``)
+    ``build/test.sh --with torch``), ``kueue`` (``RING_TEST_KUEUE=1``, which ``build/test.sh`` sets unless
+    ``--without kueue``)
     , ``lws`` (``RING_TEST_LWS=1``, ``build/test.sh --with lws``), ``second_network``
     (``RING_TEST_SECOND_NETWORK=1``) and ``multus`` (``RING_TEST_MULTUS=1``); and ``podgroups`` unless
     :func:`~tests.support.optin.podgroups_selected` (they need a 1.37 control plane, as

@@ -1,4 +1,4 @@
-"""Fixtures for the tests of Kueue-admitted jobs (opt-in: ``build/test.sh --with kueue``).
+"""Fixtures for the tests of Kueue-admitted jobs (marker ``kueue``: ``build/test.sh`` runs them, ``build/kueue.sh`` alone).
 
 These tests use their own kwok cluster, ``ring-devcluster up --with
 jobset,trainer,kueue`` in ``$RING_DEVCLUSTER_KUEUE_STATE`` (default: the main

@@ -47,7 +47,7 @@ def workloads_state_dir() -> Path:
 
 
 def kueue_state_dir() -> Path:
-    """The state directory of the kwok cluster with JobSet, Trainer and Kueue (``build/test.sh --with kueue``)."""
+    """The state directory of the kwok cluster with JobSet, Trainer and Kueue (``build/test.sh`` brings it up)."""
     env = os.environ.get("RING_DEVCLUSTER_KUEUE_STATE")
     return Path(env) if env else Path(f"{devcluster_state_dir()}-kueue")
 
