@@ -13,7 +13,9 @@ protocol is described there):
   leader killed beside them (``jobs-1000x8-failover.json``);
 - ``scale-fleet-mixed``: 1,000 jobs of 8 pods, Volcano Jobs and JobSets
   mixed (``build/bench.sh --jobsets N``, ``jobs-1000x8-mixed.json``), the
-  figures of the whole load and the ones that differ by kind;
+  figures of the whole load and the ones that differ by kind, side by side
+  with the same load of Volcano Jobs only run next on the same cluster
+  (``jobs-1000x8-volcano.json``);
 - ``scale-lease``: the leader's Lease writes in the 20,000-member runs, from
   the API server's audit log (``lease-audit-*.json``, :mod:`tests.bench.leaseaudit`);
 - ``scale-one-job`` and ``scale-one-job-failover``: one 20,000-member job on
@@ -307,8 +309,9 @@ def scale_fleet() -> str:
     return "\n".join([f"{_source(doc, name)}:", "", *_run_rows(doc)])
 
 
-#: The mixed 1,000-job run of record.
+#: The mixed 1,000-job run of record, and the Volcano-only run beside it (same cluster, one after the other).
 MIXED = "jobs-1000x8-mixed.json"
+PAIRED = "jobs-1000x8-volcano.json"
 #: How the blocks name the bench's workload kinds (the controller's ``kind`` metric label).
 _KIND_NAMES = {volcano.SHORT: "Volcano Job", jobset.SHORT: "JobSet"}
 
@@ -336,15 +339,50 @@ def _kind_rows(doc: Json) -> list[str]:
     return lines
 
 
+def _side_by_side(mixed: Json, alone: Json) -> list[str]:
+    """The figures of the mixed run and of the Volcano-only one, row by row."""
+
+    def rss(doc: Json) -> str:
+        samples = " / ".join(f"{sample['rss_mb']:.1f}" for sample in doc["rss_samples"])
+        return f"{doc['controller_rss_mb']:.1f} ({samples})"
+
+    def cpu(doc: Json) -> str:
+        c = doc["cpu_s"]
+        return (
+            f"{c.get('kube-apiserver', 0):,.1f} / {c.get('kube-controller-manager', 0):,.1f} / "
+            f"{c.get('kube-scheduler', 0):,.1f} / {c.get('kwok', 0):,.1f} / {c.get('etcd', 0):,.1f}"
+        )
+
+    def requests(doc: Json) -> str:
+        return ", ".join(f"{verb} {n:,}" for verb, n in doc["api_requests"].items())
+
+    def writes(doc: Json, what: str) -> str:  # only the Job controller writes ``jobs/status`` here
+        return f"{doc['apiserver_writes'].get(what, 0):,}"
+
+    rows = [
+        ("latency p50 / p90 / p99 / max (ms), first observer apart", lambda d: _ms(d["latency_ms"])),
+        ("the same, second observer apart", lambda d: _ms(d["latency_check_ms"])),
+        ("ConfigMap writes per job", lambda d: f"{d['configmap_writes_per_job']:g}"),
+        ("controller CPU during the load (s)", lambda d: f"{d['controller_cpu_s']:,.1f}"),
+        ("controller peak RSS (MB; at 0 / 4,000 / 8,000 pods)", rss),
+        ("controller syncs per job", lambda d: f"{d['controller_queue']['syncs'] / d['scenario']['jobs']:,.1f}"),
+        ("controller API requests", requests),
+        ("CPU (s): API server / controller-manager / scheduler / kwok / etcd", cpu),
+        ("API server writes: `POST events` / `PUT jobs/status`", lambda d: f"{writes(d, 'POST events')} / "
+         f"{writes(d, 'PUT jobs/status')}"),
+        ("all specs completed after (s)", lambda d: f"{d['timings_s']['all_settled']:,.1f}"),
+    ]  # fmt: skip
+    lines = ["| figure | half JobSets | Volcano Jobs only |", "|---|---|---|"]
+    lines += [f"| {name} | {value(mixed)} | {value(alone)} |" for name, value in rows]
+    return lines
+
+
 def scale_fleet_mixed() -> str:
     """1,000 jobs of 8 pods, Volcano Jobs and JobSets mixed: the whole load, then by kind."""
-    doc = _doc(MIXED)
+    doc, alone = _doc(MIXED), _doc(PAIRED)
     mix = " and ".join(
         f"{n:,} {_KIND_NAMES.get(kind, kind)}s" for kind, n in _in_kind_order(doc["scenario"]["mix"]) if n
     )
-    cpu = doc["cpu_s"]
-    # The API server counts Volcano's and batch/v1's ``jobs`` alike; only the Job controller writes ``jobs/status``.
-    status = doc["apiserver_writes"].get("PUT jobs/status", 0)
     return "\n".join(
         [
             f"{_source(doc, MIXED)}, {mix}:",
@@ -355,9 +393,9 @@ def scale_fleet_mixed() -> str:
             "",
             *_kind_rows(doc),
             "",
-            f"The rest of the control plane in the load: controller-manager {cpu.get('kube-controller-manager', 0):,.1f} s "
-            f"and scheduler {cpu.get('kube-scheduler', 0):,.1f} s of CPU; the Job controller wrote its Jobs' status "
-            f"{status:,} times (`PUT jobs/status`).",
+            f"Beside it, the same load of Volcano Jobs only, next on the same cluster: {_source(alone, PAIRED)}:",
+            "",
+            *_side_by_side(doc, alone),
         ]
     )
 
