@@ -3,6 +3,7 @@
 #
 #   build/bench.sh --jobs 200 --pods 8 --json out.json
 #   build/bench.sh --jobs 50 --pods 8 --kube 1.32 --json out.json
+#   build/bench.sh --jobs 1000 --pods 8 --jobsets 500 --json out.json
 #   build/bench.sh --jobs 1 --pods 1024 --devices 8
 #   build/bench.sh --jobs 20 --pods 8 --churn 60
 #   build/bench.sh --jobs 200 --pods 8 --compare old.json --check-targets

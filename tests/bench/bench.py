@@ -2,7 +2,11 @@
 
 One run is one scenario: ``--jobs J --pods P`` Volcano Jobs (``--devices D``
 Ascend devices per pod), optionally followed by ``--churn SECONDS`` of pods
-being replaced continuously. The run:
+being replaced continuously. ``--jobsets N`` makes N of the J jobs JobSets
+instead, spread evenly among the Volcano Jobs (:func:`tests.bench.load.plan_jobs`;
+their pods made by the control plane's Job controller, see
+:mod:`tests.bench.load`); the figures count both kinds, and ``by_kind`` gives
+the latency, ConfigMap writes and touches of each. The run:
 
 1. brings up (or reuses) the local cluster in ``--state-dir`` with enough
    kwok nodes for the pods (250 pods per node at most);
@@ -60,7 +64,7 @@ from ringdevcluster import Cluster, ensure_up
 from ringdevcluster.cluster import COMPONENTS
 from ringdevcluster.kwok import PODS_PER_NODE
 from tests.bench import report
-from tests.bench.load import JobPlan, Load, plan_jobs, slot_key
+from tests.bench.load import KINDS, JobPlan, Load, mix_of, plan_jobs
 from tests.bench.measure import Metrics, histogram_mean, parse_metrics, percentiles, proc_sample
 from tests.bench.observer import Observer, ObserverProcess
 from tests.support.controllerproc import ControllerProcess
@@ -154,7 +158,7 @@ def _machine(load_start: tuple[float, float, float]) -> Json:
 async def run(args: argparse.Namespace) -> Json:
     """Run one scenario (see the module doc) and return the result document."""
     load_start = os.getloadavg()
-    plans = plan_jobs(jobs=args.jobs, pods=args.pods, devices=args.devices)
+    plans = plan_jobs(jobs=args.jobs, pods=args.pods, devices=args.devices, jobsets=args.jobsets)
     total = args.jobs * args.pods
     nodes = max(4, math.ceil(total / (args.pods_per_node or PODS_PER_NODE * NODE_FILL)))
     say(f"cluster in {args.state_dir} with {nodes} kwok nodes")
@@ -166,6 +170,7 @@ async def run(args: argparse.Namespace) -> Json:
     name = (
         f"{args.jobs}x{args.pods}"
         + (f"-d{args.devices}" if args.devices else "")
+        + (f"-js{args.jobsets}" if args.jobsets else "")
         + (f"-churn-{args.churn_mode}" if args.churn else "")
         + (f"-q{args.create_qps:g}" if args.create_qps else "")
     )
@@ -267,7 +272,7 @@ async def _measure(
     created: list[str] = []
     for half, members in enumerate(_split(plans), start=1):
         these = [p for p in plans if p.name in members]
-        names = [slot_key(p.name, i) for p in these for i in members[p.name]]
+        names = [n for p in these for n in p.slots(members[p.name])]
         say(f"half {half}: creating {len(these)} job(s), {len(names)} pods")
         t0 = time.monotonic()
         await load.create_jobs(these, members=members)
@@ -322,6 +327,7 @@ async def _measure(
             "jobs": args.jobs,
             "pods": args.pods,
             "devices": args.devices,
+            "mix": mix_of(plans),
             "churn_s": args.churn or None,
             "churn_mode": args.churn_mode if args.churn else None,
             "create_qps": args.create_qps or None,
@@ -334,6 +340,7 @@ async def _measure(
         "latency_ms": latency,
         "latency_check_ms": _latency_figures(check, "initial"),
         "latency_agreement": _agreement(latency, _latency_figures(check, "initial")),
+        "by_kind": by_kind_figures(record, check, plans, m_load),
         "latency_in_loop_ms": {k: round(v, 2) for k, v in percentiles(_in_loop(observer, "initial")).items()},
         "controller_cpu_s": round(after_load.cpu_s - at_ready.cpu_s, 2),
         "controller_rss_mb": round(end.hwm_mb, 1),
@@ -484,6 +491,42 @@ def _latency_figures(observed: Json, phase: str) -> Json:
         "count": len(latencies),
         "unmeasured": sum(1 for c in completions if c["latency_s"] is None),
     }
+
+
+def by_kind_figures(record: Json, check: Json, plans: list[JobPlan], m_load: Metrics) -> Json:
+    """Per workload kind in the run (:data:`tests.bench.load.KINDS` order): its jobs, the latency of its initial
+    completions seen by each observer process apart, its ConfigMap writes per job and its pod touches
+    (the controller's counters by ``kind`` label, over the load)."""
+    kind_of = {p.configmap: p.kind for p in plans}
+    mix = mix_of(plans)
+    out: Json = {}
+    for kind in KINDS:
+        if not mix[kind]:
+            continue
+
+        def mine(observed: Json, kind: str = kind) -> Json:
+            return {
+                **observed,
+                "completions": [c for c in observed["completions"] if kind_of.get(c["configmap"]) == kind],
+            }
+
+        latency = _latency_figures(mine(record), "initial")
+        check_latency = _latency_figures(mine(check), "initial")
+        writes = m_load.sum("ringcontroller_configmap_writes_total", kind=kind)
+        observed = m_load.sum("ringcontroller_spec_latency_seconds_count", kind=kind)
+        controller_latency = (
+            m_load.sum("ringcontroller_spec_latency_seconds_sum", kind=kind) / observed if observed else None
+        )
+        out[kind] = {
+            "jobs": mix[kind],
+            "latency_ms": latency,
+            "latency_check_ms": check_latency,
+            "latency_agreement": _agreement(latency, check_latency),
+            "configmap_writes_per_job": round(writes / mix[kind], 3),
+            "controller_latency_mean_ms": None if controller_latency is None else round(controller_latency * 1000, 2),
+            "pod_touches_ok": int(m_load.sum("ringcontroller_pod_touches_total", kind=kind, result="ok")),
+        }
+    return out
 
 
 def _in_loop(observer: Observer, phase: str) -> list[float]:
@@ -781,7 +824,22 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--jobs", type=int, default=1, help="Volcano Jobs to create (default 1)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="jobs to create (default 1): Volcano Jobs, part of them JobSets with --jobsets",
+    )
+    p.add_argument(
+        "--jobsets",
+        type=int,
+        default=0,
+        metavar="N",
+        help="of the --jobs, make N JobSets (default 0: Volcano Jobs only), spread evenly among the Volcano Jobs; "
+        "each is one Indexed Job of --pods pods, made as the JobSet controller makes it, its pods made by the "
+        "control plane's Job controller; the result's scenario.mix says how many of each, by_kind the figures "
+        "per kind (e.g. --jobs 1000 --jobsets 500: half and half). Not with --devices or --churn",
+    )
     p.add_argument("--pods", type=int, default=8, help="pods (workers) per job (default 8)")
     p.add_argument(
         "--devices", type=int, default=0, help="Ascend devices per pod (device annotation; runtime ascend-910)"
@@ -856,6 +914,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         args.state_dir = REPO / ".state" / (f"bench-{args.kube}" if args.kube else "bench")
     if args.jobs < 1 or args.pods < 2:
         p.error("--jobs must be at least 1 and --pods at least 2 (the RSS slope needs two sizes)")
+    if not 0 <= args.jobsets <= args.jobs:
+        p.error("--jobsets must be between 0 and --jobs")
+    if args.jobsets and args.jobs < 2:
+        p.error("--jobsets needs --jobs 2 or more (a JobSet is created whole: the two RSS sizes need two jobs)")
+    if args.jobsets and (args.devices or args.churn):
+        p.error(
+            "--jobsets cannot be combined with --devices or --churn (the Job controller makes JobSet pods, "
+            "from one template, and replaces them itself)"
+        )
     if args.churn and args.churn_workers > args.jobs * args.pods // 2:
         p.error("--churn-workers must be at most half the pods")
     return args

@@ -1,4 +1,4 @@
-"""The load: Volcano Jobs and their pods, made the way Volcano's job controller makes them.
+"""The load: Volcano Jobs and JobSets, their pods made the way their controllers make them.
 
 Creation speed is not what the bench measures, so requests run concurrently
 (``concurrency`` in flight) on the bench's event loop, raw JSON through
@@ -9,6 +9,18 @@ ownerReference to the Job's uid). With ``devices`` the job's runtime is
 ``ascend-910`` and each pod carries an Ascend device annotation from the
 start (no NPU resource request: kwok's fake nodes advertise 8 NPUs each,
 which would leave a 1,024-pod job unschedulable).
+
+A plan may be a JobSet instead (``plan_jobs(jobsets=N)``): one replicated
+job ``workers`` of one Indexed Job of ``pods`` pods, Kubeflow Trainer's
+shape. The bench creates the JobSet and its child Job the way the JobSet
+controller makes it (:func:`tests.support.factories.jobset_job`: JobSet's
+labels and annotations, a controller ownerReference to the JobSet's uid);
+the control plane's own Job controller then makes the pods (name
+``<job>-<index>-<random>``, the completion-index label), as in a cluster
+running JobSet. A pod of a JobSet cannot be made by hand here: its owner
+is a Job, which would make pods of its own, and without the Job the garbage
+collector deletes the pod. So a JobSet is created whole (no half of its
+pods), and its pods are not churned (the Job controller replaces them).
 
 Churn comes in two modes, each run by ``workers`` coroutines picking random
 members continuously:
@@ -43,24 +55,36 @@ from typing import Any
 from kubernetes_asyncio.client import ApiClient
 
 from agent.api import ApiError, Conflict, NotFound
+from model import jobset as jobset_kind
+from model import volcano as volcano_kind
 from model.keys import CONFIGMAP_PREFIX, DEFAULT_LABEL_KEY
 from ringcontroller.kube import RestKubeAPI
-from tests.support.factories import device_annotation, pod_template, volcano_job, volcano_pod
+from tests.support.factories import device_annotation, jobset, jobset_job, pod_template, volcano_job, volcano_pod
 
 Json = dict[str, Any]
 
-__all__ = ["ChurnResult", "JobPlan", "Load", "Pacer", "plan_jobs", "slot_key"]
+__all__ = ["JOBSET", "KINDS", "VOLCANO", "ChurnResult", "JobPlan", "Load", "Pacer", "mix_of", "plan_jobs", "slot_key"]
 
 TASK = "worker"
+#: The replicated job of a planned JobSet (one Job of all its pods).
+REPLICATED_JOB = "workers"
+#: The workload kinds a plan can be, by the controller's ``kind`` metric label (:func:`model.kinds.short_name`).
+VOLCANO: str = volcano_kind.SHORT
+JOBSET: str = jobset_kind.SHORT
+KINDS = (VOLCANO, JOBSET)
+#: Appended to a JobSet's name, so a name says its kind and names still sort in creation order.
+JOBSET_SUFFIX = "-js"
 
 
 @dataclass(frozen=True)
 class JobPlan:
-    """One Volcano Job of the scenario: ``pods`` workers with ``devices`` NPUs each."""
+    """One job of the scenario: a Volcano Job (``kind`` :data:`VOLCANO`) of ``pods`` workers with ``devices``
+    NPUs each, or a JobSet (:data:`JOBSET`) of one Indexed Job of ``pods`` pods (no devices)."""
 
     name: str
     pods: int
     devices: int = 0
+    kind: str = VOLCANO
 
     @property
     def configmap(self) -> str:
@@ -68,9 +92,15 @@ class JobPlan:
         (kwok mounts nothing, but the controller touches only pods that mount their spec)."""
         return CONFIGMAP_PREFIX + self.name
 
-    def slots(self) -> list[str]:
-        """Member slots (``<job>/<index>``) in rank order."""
-        return [slot_key(self.name, i) for i in range(self.pods)]
+    @property
+    def member_job(self) -> str:
+        """The name in the members' slots: the Volcano Job's, or the JobSet's child Job's
+        (``<jobset>-<replicated job>-0``, which the Job controller puts in its pods' labels)."""
+        return f"{self.name}-{REPLICATED_JOB}-0" if self.kind == JOBSET else self.name
+
+    def slots(self, indices: Iterable[int] | None = None) -> list[str]:
+        """Member slots (``<job>/<index>``, :attr:`member_job`) in rank order; of ``indices`` only, if given."""
+        return [slot_key(self.member_job, i) for i in (range(self.pods) if indices is None else indices)]
 
 
 def slot_key(job: str, index: int | str) -> str:
@@ -78,10 +108,31 @@ def slot_key(job: str, index: int | str) -> str:
     return f"{job}/{index}"
 
 
-def plan_jobs(*, jobs: int, pods: int, devices: int = 0) -> list[JobPlan]:
-    """``jobs`` jobs named ``bench-<n>`` of ``pods`` pods each."""
+def plan_jobs(*, jobs: int, pods: int, devices: int = 0, jobsets: int = 0) -> list[JobPlan]:
+    """``jobs`` jobs of ``pods`` pods each, numbered in creation order: ``jobsets`` of them JobSets
+    (``bench-<n>-js``), spread evenly among the Volcano Jobs (``bench-<n>``), so that any run of
+    consecutive plans (each half of the bench's load) holds both kinds in the same proportion."""
+    if not 0 <= jobsets <= jobs:
+        raise ValueError(f"jobsets must be 0..{jobs}, got {jobsets}")
+    if jobsets and devices:
+        raise ValueError("JobSets are planned without devices (their pods come from one template)")
     width = len(str(max(jobs - 1, 0)))
-    return [JobPlan(name=f"bench-{i:0{width}d}", pods=pods, devices=devices) for i in range(jobs)]
+    plans = []
+    for i in range(jobs):
+        # Job i is a JobSet when the share of JobSets among the first i + 1 jobs steps up there.
+        if (i + 1) * jobsets // jobs > i * jobsets // jobs:
+            plans.append(JobPlan(name=f"bench-{i:0{width}d}{JOBSET_SUFFIX}", pods=pods, kind=JOBSET))
+        else:
+            plans.append(JobPlan(name=f"bench-{i:0{width}d}", pods=pods, devices=devices))
+    return plans
+
+
+def mix_of(plans: Iterable[JobPlan]) -> dict[str, int]:
+    """Jobs per kind, every kind of :data:`KINDS` named (0 where none)."""
+    out = dict.fromkeys(KINDS, 0)
+    for plan in plans:
+        out[plan.kind] += 1
+    return out
 
 
 def _device_ips(pod: int, devices: int) -> list[tuple[str, str]]:
@@ -201,10 +252,16 @@ class Load:
         """
 
         async def one(plan: JobPlan) -> None:
+            indices = members.get(plan.name, range(plan.pods)) if members else range(plan.pods)
+            if plan.kind == JOBSET:
+                if indices != range(plan.pods):
+                    raise ValueError(f"JobSet {plan.name} is created whole, not pods {indices}")
+                if plan.name not in self.jobs:
+                    await self._create_jobset(plan)
+                return
             job = self.jobs.get(plan.name)
             if job is None:
                 job = await self._create_job(plan)
-            indices = members.get(plan.name, range(plan.pods)) if members else range(plan.pods)
             await asyncio.gather(*(self._create_pod(plan, job, i) for i in indices))
 
         await asyncio.gather(*(one(p) for p in plans))
@@ -226,6 +283,26 @@ class Load:
             )
         self.jobs[plan.name] = job
         return job
+
+    async def _create_jobset(self, plan: JobPlan) -> None:
+        """The JobSet, then its child Job as the JobSet controller makes it; the Job controller makes the pods."""
+        body = jobset(
+            plan.name,
+            namespace=self.namespace,
+            replicated=[(REPLICATED_JOB, 1, plan.pods)],
+            template=pod_template(label_key=self.label_key, configmap=plan.configmap),
+            label_key=self.label_key,
+        )
+        async with self._limit:
+            await self._pacer.wait()
+            created = await self.api.request(
+                "POST", f"/apis/{jobset_kind.API_VERSION}/namespaces/{self.namespace}/{jobset_kind.PLURAL}", body=body
+            )
+        self.jobs[plan.name] = created
+        child = jobset_job(created, rjob=REPLICATED_JOB, job_index=0)
+        async with self._limit:
+            await self._pacer.wait()
+            await self.api.request("POST", f"/apis/batch/v1/namespaces/{self.namespace}/jobs", body=child)
 
     async def _create_pod(self, plan: JobPlan, job: Json, index: int) -> None:
         devices = (

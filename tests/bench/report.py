@@ -5,8 +5,10 @@ The JSON keys named in issue 6 are an interface (dashboards and
 ``p99``, ``max``}, ``controller_cpu_s``, ``controller_rss_mb``,
 ``rss_per_pod_kib``, ``configmap_writes_per_job``, ``api_requests`` (by
 verb), ``events_per_s``. Everything else (``scenario``, ``events``,
-``spec``, ``timings_s``, ``machine``, ``targets``, ...) is context that may
-grow. A figure that was not measured in a run is ``null``, never 0.
+``spec``, ``timings_s``, ``machine``, ``targets``, ``by_kind``, ...) is
+context that may grow; ``scenario.mix`` says how many jobs of each workload
+kind the run had (absent in results from before JobSets could be mixed in:
+Volcano Jobs only), and the interface keys count every kind. A figure that was not measured in a run is ``null``, never 0.
 
 Pure functions on plain dicts: unit-tested in ``tests/bench/test_report.py``.
 """
@@ -18,9 +20,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from model.volcano import SHORT as VOLCANO
+
 Json = dict[str, Any]
 
-__all__ = ["SCHEMA_VERSION", "Target", "compare", "evaluate_targets", "flatten", "render_comparison", "render_table"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "Target",
+    "compare",
+    "evaluate_targets",
+    "flatten",
+    "mix_text",
+    "render_comparison",
+    "render_table",
+]
 
 SCHEMA_VERSION = 1
 
@@ -100,6 +113,7 @@ COMPARED_PREFIXES = (
     "rss_per_pod_kib",
     "configmap_writes_per_job",
     "api_requests.",
+    "by_kind.",
     "events_per_s",
     "events.",
     "spec.max_bytes",
@@ -149,11 +163,43 @@ def _touch_row(touch: Json | None) -> str:
     )
 
 
+def mix_text(scenario: Json) -> str:
+    """The jobs of each kind, e.g. ``500 vcjob + 500 jobset``; ``vcjob`` alone for a result without a mix."""
+    mix = scenario.get("mix") or {VOLCANO: scenario["jobs"]}
+    return " + ".join(f"{n} {kind}" for kind, n in mix.items() if n)
+
+
+def _kind_rows(result: Json) -> list[tuple[str, Any]]:
+    """One row per figure that differs by kind, when the run mixed kinds."""
+    by_kind = result.get("by_kind") or {}
+    if len(by_kind) < 2:
+        return []
+    rows: list[tuple[str, Any]] = []
+    for kind, figures in by_kind.items():
+        lat = figures.get("latency_ms") or {}
+        check = figures.get("latency_check_ms") or {}
+        rows += [
+            (
+                f"{kind}: latency_ms p50/p90/p99/max (n)",
+                "/".join(_fmt(lat.get(k)) for k in ("p50", "p90", "p99", "max")) + f" ({_fmt(lat.get('count'))})",
+            ),
+            (f"{kind}: second observer p50/p99", "/".join(_fmt(check.get(k)) for k in ("p50", "p99"))),
+            (
+                f"{kind}: configmap writes per job, controller latency mean (ms), pods touched",
+                f"{_fmt(figures.get('configmap_writes_per_job'))}, {_fmt(figures.get('controller_latency_mean_ms'))}, "
+                f"{_fmt(figures.get('pod_touches_ok'))}",
+            ),
+        ]
+    return rows
+
+
 def render_table(result: Json) -> str:
     """The human summary of one run (stdout)."""
     s = result["scenario"]
     lines = [
-        f"scenario {s['name']}: {s['jobs']} job(s) x {s['pods']} pods"
+        f"scenario {s['name']}: {s['jobs']} job(s)"
+        + (f" ({mix_text(s)})" if any(n for kind, n in (s.get("mix") or {}).items() if kind != VOLCANO) else "")
+        + f" x {s['pods']} pods"
         + (f", {s['devices']} devices each" if s.get("devices") else "")
         + (f", churn ({s.get('churn_mode')}) {s['churn_s']}s" if s.get("churn_s") else "")
         + (f", created at {s['create_qps']:g}/s" if s.get("create_qps") else ""),
@@ -181,6 +227,7 @@ def render_table(result: Json) -> str:
             if result.get("latency_check_ms")
             else []
         ),
+        *_kind_rows(result),
         ("controller latency mean (ms)", result.get("controller_latency_mean_ms")),
         (
             "controller queue wait / sync mean (ms)",

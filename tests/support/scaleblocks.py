@@ -11,6 +11,11 @@ protocol is described there):
 - ``scale-bigspec``: one 20,000-member spec from the launcher's side (``bigspec-20000.json``);
 - ``scale-fleet`` and ``scale-fleet-failover``: 1,000 jobs of 8 pods and the
   leader killed beside them (``jobs-1000x8-failover.json``);
+- ``scale-fleet-mixed``: 1,000 jobs of 8 pods, Volcano Jobs and JobSets
+  mixed (``build/bench.sh --jobsets N``, ``jobs-1000x8-mixed.json``), the
+  figures of the whole load and the ones that differ by kind, side by side
+  with the same load of Volcano Jobs only run next on the same cluster
+  (``jobs-1000x8-volcano.json``);
 - ``scale-lease``: the leader's Lease writes in the 20,000-member runs, from
   the API server's audit log (``lease-audit-*.json``, :mod:`tests.bench.leaseaudit`);
 - ``scale-one-job`` and ``scale-one-job-failover``: one 20,000-member job on
@@ -28,6 +33,8 @@ import json
 import shlex
 from pathlib import Path
 from typing import Any
+
+from model import jobset, volcano
 
 __all__ = ["BLOCKS", "SCALE"]
 
@@ -302,6 +309,97 @@ def scale_fleet() -> str:
     return "\n".join([f"{_source(doc, name)}:", "", *_run_rows(doc)])
 
 
+#: The mixed 1,000-job run of record, and the Volcano-only run beside it (same cluster, one after the other).
+MIXED = "jobs-1000x8-mixed.json"
+PAIRED = "jobs-1000x8-volcano.json"
+#: How the blocks name the bench's workload kinds (the controller's ``kind`` metric label).
+_KIND_NAMES = {volcano.SHORT: "Volcano Job", jobset.SHORT: "JobSet"}
+
+
+def _in_kind_order(by_kind: dict[str, Json]) -> list[tuple[str, Json]]:
+    """``by_kind``'s items, the kinds in :data:`_KIND_NAMES` order (the JSON's keys are sorted by name)."""
+    order = list(_KIND_NAMES)
+    return sorted(by_kind.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
+
+
+def _kind_rows(doc: Json) -> list[str]:
+    """The figures of each kind of a mixed run (``by_kind``): latency by both observers apart, writes, touches."""
+    lines = [
+        "| kind | jobs | latency p50 / p90 / p99 / max (ms), first observer apart | the same, second observer apart "
+        "| ConfigMap writes per job | controller's own latency, mean (ms) | pods touched |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for kind, figures in _in_kind_order(doc["by_kind"]):
+        latency, check = figures["latency_ms"], figures["latency_check_ms"]
+        lines.append(
+            f"| {_KIND_NAMES.get(kind, kind)} | {figures['jobs']:,} | {_ms(latency)} ({latency['count']:,} measured) "
+            f"| {_ms(check)} | {figures['configmap_writes_per_job']:g} | {figures['controller_latency_mean_ms']:,.1f} "
+            f"| {figures['pod_touches_ok']:,} |"
+        )
+    return lines
+
+
+def _side_by_side(mixed: Json, alone: Json) -> list[str]:
+    """The figures of the mixed run and of the Volcano-only one, row by row."""
+
+    def rss(doc: Json) -> str:
+        samples = " / ".join(f"{sample['rss_mb']:.1f}" for sample in doc["rss_samples"])
+        return f"{doc['controller_rss_mb']:.1f} ({samples})"
+
+    def cpu(doc: Json) -> str:
+        c = doc["cpu_s"]
+        return (
+            f"{c.get('kube-apiserver', 0):,.1f} / {c.get('kube-controller-manager', 0):,.1f} / "
+            f"{c.get('kube-scheduler', 0):,.1f} / {c.get('kwok', 0):,.1f} / {c.get('etcd', 0):,.1f}"
+        )
+
+    def requests(doc: Json) -> str:
+        return ", ".join(f"{verb} {n:,}" for verb, n in doc["api_requests"].items())
+
+    def writes(doc: Json, what: str) -> str:  # only the Job controller writes ``jobs/status`` here
+        return f"{doc['apiserver_writes'].get(what, 0):,}"
+
+    rows = [
+        ("latency p50 / p90 / p99 / max (ms), first observer apart", lambda d: _ms(d["latency_ms"])),
+        ("the same, second observer apart", lambda d: _ms(d["latency_check_ms"])),
+        ("ConfigMap writes per job", lambda d: f"{d['configmap_writes_per_job']:g}"),
+        ("controller CPU during the load (s)", lambda d: f"{d['controller_cpu_s']:,.1f}"),
+        ("controller peak RSS (MB; at 0 / 4,000 / 8,000 pods)", rss),
+        ("controller syncs per job", lambda d: f"{d['controller_queue']['syncs'] / d['scenario']['jobs']:,.1f}"),
+        ("controller API requests", requests),
+        ("CPU (s): API server / controller-manager / scheduler / kwok / etcd", cpu),
+        ("API server writes: `POST events` / `PUT jobs/status`", lambda d: f"{writes(d, 'POST events')} / "
+         f"{writes(d, 'PUT jobs/status')}"),
+        ("all specs completed after (s)", lambda d: f"{d['timings_s']['all_settled']:,.1f}"),
+    ]  # fmt: skip
+    lines = ["| figure | half JobSets | Volcano Jobs only |", "|---|---|---|"]
+    lines += [f"| {name} | {value(mixed)} | {value(alone)} |" for name, value in rows]
+    return lines
+
+
+def scale_fleet_mixed() -> str:
+    """1,000 jobs of 8 pods, Volcano Jobs and JobSets mixed: the whole load, then by kind."""
+    doc, alone = _doc(MIXED), _doc(PAIRED)
+    mix = " and ".join(
+        f"{n:,} {_KIND_NAMES.get(kind, kind)}s" for kind, n in _in_kind_order(doc["scenario"]["mix"]) if n
+    )
+    return "\n".join(
+        [
+            f"{_source(doc, MIXED)}, {mix}:",
+            "",
+            *_run_rows(doc),
+            "",
+            "By kind, the same run:",
+            "",
+            *_kind_rows(doc),
+            "",
+            f"Beside it, the same load of Volcano Jobs only, next on the same cluster: {_source(alone, PAIRED)}:",
+            "",
+            *_side_by_side(doc, alone),
+        ]
+    )
+
+
 def scale_fleet_failover() -> str:
     """The leader killed beside the 1,000 jobs, round by round."""
     return "\n".join(_failover_rows(_doc("jobs-1000x8-failover.json")))
@@ -374,6 +472,7 @@ BLOCKS = {
     "scale-bigspec": scale_bigspec,
     "scale-fleet": scale_fleet,
     "scale-fleet-failover": scale_fleet_failover,
+    "scale-fleet-mixed": scale_fleet_mixed,
     "scale-lease": scale_lease,
     "scale-one-job": scale_one_job,
     "scale-one-job-failover": scale_one_job_failover,
