@@ -211,6 +211,8 @@ def _check_all_reduce(results: list[dict[str, Any]], *, ips: list[str]) -> None:
         # torch's env:// takes the bare address (no brackets) and the port apart.
         assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == (ips[0], str(PORT))
         assert (env["RANK"], env["WORLD_SIZE"], env["RING_IP"]) == (str(rank), str(WORKERS), ips[rank])
+        # NCCL (torch's GPU backend, not run here) is told an IPv6 job's family; gloo has no such variable.
+        assert env.get("NCCL_SOCKET_FAMILY") == ("AF_INET6" if ":" in ips[0] else None)
         sockets = _sockets(result)
         # gloo's listener is bound to its device's address, the one its peers are told.
         assert ips[rank] in {s.local[0] for s in sockets if s.state == LISTEN}, sockets
