@@ -20,7 +20,8 @@ the CPU seconds of the build's processes, the packages compiled, the load
 average around it (the machine may be shared: run it alone, or under the
 lock the other builds take). ``tests`` stops the suite's cluster, then
 times ``ring-devcluster up --with NAME`` (binaries cached) and pytest over
-the suite's tests with its marker selected.
+the suite's tests with its marker selected (for an image suite, the image
+is built into the new cluster between the two, timed apart: ``image_s``).
 
 ``torch`` has no addon of its own: its tests run on the workloads cluster
 (``--with jobset,volcano,trainer,node,prometheus``, the default run's), and
@@ -223,6 +224,13 @@ def measure_tests(suite: Suite) -> Json:
     started = time.monotonic()
     subprocess.run([_tool(), "up", "--state-dir", str(state), "--with", suite.up_with], check=True)
     up = time.monotonic() - started
+    image: Json = {}
+    if suite.image:  # a new cluster's containerd lacks it; its build is the build part's figure, not the tests'
+        from tests.support import torchimage
+
+        started = time.monotonic()
+        torchimage.image(state / "torch-image", timings=image)
+        image["image_s"] = round(time.monotonic() - started, 1)
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
         env = {**os.environ, suite.variable: "1", suite.state_variable: str(state)}
@@ -240,6 +248,7 @@ def measure_tests(suite: Suite) -> Json:
         "commit": _commit(),
         "command": f"python -m tests.bench.optin tests {suite.addon}",
         "up_s": round(up, 1),
+        **({"image_s": image["image_s"], "image_wheels_cached": image.get("wheels_cached")} if image else {}),
         "pytest_s": round(seconds, 1),
         "outcome": outcome(counts, exit_code=code),
         **counts,

@@ -624,6 +624,14 @@ def _optin_build(b: dict[str, Any]) -> str:
     )
 
 
+def _optin_image(t: dict[str, Any]) -> str:
+    """After an image suite's cluster start: its image built into that cluster (not in the total: the build is)."""
+    if "image_s" not in t:
+        return ""
+    wheels = "cached wheels" if t.get("image_wheels_cached") else "wheels downloaded"
+    return f" (then the image from {wheels}: {t['image_s']:.0f} s, not in the total)"
+
+
 def optin() -> str:
     """One row per opt-in suite of ``optin.json``: its addon's build (and with which Go build cache) or its image's,
     its cluster's start and its tests, with dates."""
@@ -635,7 +643,7 @@ def optin() -> str:
         b, t = doc["build"], doc["tests"]
         total = b["wall_s"] + t["up_s"] + t["pytest_s"]
         rows.append(
-            f"| `{name}` ({b['version']}) | {_optin_build(b)} | {t['up_s']:.0f} s | {t['pytest_s']:.0f} s, "
+            f"| `{name}` ({b['version']}) | {_optin_build(b)} | {t['up_s']:.0f} s{_optin_image(t)} | {t['pytest_s']:.0f} s, "
             f"{t['passed']} passed, {t['outcome']} ({t['date'][:10]}) | {total / 60:.1f} min |"
         )
     return "\n".join(rows)

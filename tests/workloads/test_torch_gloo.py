@@ -223,6 +223,11 @@ def _check_all_reduce(results: list[dict[str, Any]], *, ips: list[str]) -> None:
         # connection for each pair of ranks.
         peers = {s.remote[0] for s in established}
         assert set(ips) - {ips[rank]} <= peers <= set(ips), established
+        listening = sorted(f"{s.table} {s.local[0]}:{s.local[1]}" for s in sockets if s.state == LISTEN)
+        print(
+            f"rank {rank}: MASTER_ADDR={env['MASTER_ADDR']} MASTER_PORT={env['MASTER_PORT']}; listening: "
+            f"{', '.join(listening)}; {len(established)} established, to {', '.join(sorted(peers))}"
+        )
 
 
 def _families(cluster: Cluster) -> tuple[int, ...]:
