@@ -84,8 +84,8 @@ FRAMEWORKS: Final = (
         "the job chose a secondary network (ring-controller.io/network)",
     ),
     Framework(
-        "HCCL's family and ports",
-        "HCCL_SOCKET_FAMILY; HCCL_IF_BASE_PORT",
+        "Families (HCCL, NCCL) and HCCL's ports",
+        "HCCL_SOCKET_FAMILY NCCL_SOCKET_FAMILY; HCCL_IF_BASE_PORT",
         "an IPv6 address or a secondary network; members sharing an IP (hostNetwork)",
     ),
     Framework("ring-launch itself", "RING_EPOCH RING_IP RING_PORT; RING_RESTART_COUNT (with --supervise)"),

@@ -15,8 +15,13 @@ table with each project's reference):
   member's IP, which HCCL prefers to the name), Open MPI's
   ``OMPI_MCA_btl_tcp_if_include`` and ``OMPI_MCA_oob_tcp_if_include``,
   MPICH Hydra's ``HYDRA_IFACE`` and Intel MPI's ``I_MPI_HYDRA_IFACE``.
-* ``HCCL_SOCKET_FAMILY``: ``AF_INET6`` for an IPv6 member (HCCL's default is
-  IPv4), ``AF_INET`` for an IPv4 member on a secondary network.
+* ``HCCL_SOCKET_FAMILY`` and ``NCCL_SOCKET_FAMILY``: ``AF_INET6`` for an IPv6
+  member, ``AF_INET`` for an IPv4 member on a secondary network. HCCL assumes
+  IPv4 without it; NCCL takes the first address of the first interface it
+  picks, and on a dual-stack interface ``getifaddrs`` lists the IPv4 address
+  first, so a job that asked for IPv6 would have NCCL's bootstrap and its
+  sockets on IPv4. PyTorch's gloo has no such variable (docs/launcher.md says
+  which address it binds).
 * ``HCCL_IF_BASE_PORT`` for the second and later members sharing one IP (host
   network on one node): HCCL takes 32 ports from its base (16 in older CANN
   releases; default base 60000), so the k-th member on the IP starts at
@@ -63,7 +68,9 @@ def network_env(spec: ClusterSpec, *, pod: str) -> dict[str, str]:
             }
         )
     if ipv6 or member.interface:
-        env["HCCL_SOCKET_FAMILY"] = "AF_INET6" if ipv6 else "AF_INET"
+        family = "AF_INET6" if ipv6 else "AF_INET"
+        env["HCCL_SOCKET_FAMILY"] = family
+        env["NCCL_SOCKET_FAMILY"] = family
     sharing = [m.pod for m in spec.members if m.ip == member.ip]
     if len(sharing) > 1 and sharing.index(pod) > 0:
         env["HCCL_IF_BASE_PORT"] = str(HCCL_BASE_PORT + HCCL_PORTS_PER_PROCESS * sharing.index(pod))

@@ -2,6 +2,8 @@
 
     python -m tests.bench.optin build lws|kueue [--json OUT]   # the addon's cold build
     python -m tests.bench.optin tests lws|kueue [--json OUT]   # its cluster's start and its tests
+    python -m tests.bench.optin build torch              # the PyTorch image, built and imported
+    python -m tests.bench.optin tests torch              # the workloads cluster's start and the torch tests
 
 CI (``.ci/run``, a fresh machine with two cores) must stay within 60
 minutes, so a suite that costs more than a few minutes is opt-in
@@ -18,7 +20,17 @@ the CPU seconds of the build's processes, the packages compiled, the load
 average around it (the machine may be shared: run it alone, or under the
 lock the other builds take). ``tests`` stops the suite's cluster, then
 times ``ring-devcluster up --with NAME`` (binaries cached) and pytest over
-the suite's tests with its marker selected.
+the suite's tests with its marker selected (for an image suite, the image
+is built into the new cluster between the two, timed apart: ``image_s``).
+
+``torch`` has no addon of its own: its tests run on the workloads cluster
+(``--with jobset,volcano,trainer,node,prometheus``, the default run's), and
+what it adds is the PyTorch image (:mod:`tests.support.torchimage`). Its
+``build`` needs that cluster up (the image goes into its node's containerd):
+it removes the image there and times building and importing it, with the
+wheel cache and the bookworm root as the machine has them (recorded: a CI
+machine has the root, from the default run's launcher images, but no
+wheels).
 """
 
 from __future__ import annotations
@@ -50,17 +62,30 @@ _BUILT = re.compile(r"built (?P<module>\S+) (?P<version>\S+) in \S+ \((?P<packag
 
 
 class Suite:
-    """An opt-in suite: its addon (a ``ring-devcluster --with`` name), its marker's variable, its tests, its state."""
+    """An opt-in suite: its addon (a ``ring-devcluster --with`` name), its marker's variable, its tests, its state.
 
-    def __init__(self, *, addon: str, variable: str, tests: str, state_variable: str, up_with: str = "") -> None:
+    ``up_with``: the ``--with`` of its cluster (default: the addon); ``suffix``: its state directory's
+    (default ``-<addon>``); ``image``: the suite's build is an image's, not its addon's.
+    """
+
+    def __init__(
+        self,
+        *,
+        addon: str,
+        variable: str,
+        tests: str,
+        state_variable: str,
+        up_with: str | None = None,
+        suffix: str | None = None,
+        image: bool = False,
+    ) -> None:
         self.addon, self.variable, self.tests, self.state_variable = addon, variable, tests, state_variable
-        #: ``ring-devcluster up --with`` for the suite's cluster (default: the addon alone).
-        self.up_with = up_with or addon
+        self.up_with, self.suffix, self.image = up_with or addon, suffix or f"-{addon}", image
 
     def state_dir(self) -> Path:
-        """The suite's cluster (``$<state_variable>``, default the main state directory + ``-<addon>``)."""
+        """The suite's cluster (``$<state_variable>``, default the main state directory + its suffix)."""
         main = Path(os.environ.get("RING_DEVCLUSTER_STATE") or ROOT / ".state" / "devcluster")
-        return Path(os.environ.get(self.state_variable) or f"{main}-{self.addon}")
+        return Path(os.environ.get(self.state_variable) or f"{main}{self.suffix}")
 
 
 SUITES = {
@@ -76,6 +101,15 @@ SUITES = {
         tests="tests/kueue",
         state_variable="RING_DEVCLUSTER_KUEUE_STATE",
         up_with="jobset,trainer,kueue",
+    ),
+    "torch": Suite(
+        addon="torch",
+        variable="RING_TEST_TORCH",
+        tests="tests/workloads/test_torch_gloo.py",
+        state_variable="RING_DEVCLUSTER_WORKLOADS_STATE",
+        up_with="jobset,volcano,trainer,node,prometheus",
+        suffix="-workloads",
+        image=True,
     ),
 }
 
@@ -153,6 +187,43 @@ def measure_build(suite: Suite, *, warm: bool = False) -> Json:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def measure_image(suite: Suite) -> Json:
+    """The PyTorch image removed from the node's containerd, then built and imported again (see the module doc)."""
+    from ringdevcluster import node
+    from tests.support import torchimage
+
+    state = suite.state_dir()
+    if not (state / "kubeconfig").exists():
+        raise RuntimeError(f"no cluster in {state}: `ring-devcluster up --state-dir {state} --with {suite.up_with}`")
+    name = torchimage.image_name()
+    for ref in (name, f"docker.io/{name}"):
+        subprocess.run(
+            ["ctr", "--address", node.CONTAINERD_SOCKET, "-n", "k8s.io", "images", "rm", ref],
+            capture_output=True,
+            check=False,
+        )
+    timings: Json = {}
+    load = os.getloadavg()[0]
+    cpu, started = _children_cpu(), time.monotonic()
+    torchimage.image(state / "torch-image", timings=timings)
+    wall, cpu = time.monotonic() - started, _children_cpu() - cpu
+    if not timings:
+        raise RuntimeError(f"{name} was still in the node's containerd: nothing was built")
+    return {
+        "date": _now(),
+        "commit": _commit(),
+        "command": f"python -m tests.bench.optin build {suite.addon}",
+        "kind": "image",
+        "version": torchimage.TORCH.split("==")[1],
+        "wall_s": round(wall, 1),
+        "cpu_s": round(cpu, 1),
+        **timings,
+        "cores": os.cpu_count(),
+        "load_before": round(load, 2),
+        "load_after": round(os.getloadavg()[0], 2),
+    }
+
+
 def measure_tests(suite: Suite) -> Json:
     """``up --with ADDON`` from a stopped cluster, then pytest over the suite (see the module doc)."""
     state = suite.state_dir()
@@ -160,6 +231,13 @@ def measure_tests(suite: Suite) -> Json:
     started = time.monotonic()
     subprocess.run([_tool(), "up", "--state-dir", str(state), "--with", suite.up_with], check=True)
     up = time.monotonic() - started
+    image: Json = {}
+    if suite.image:  # a new cluster's containerd lacks it; its build is the build part's figure, not the tests'
+        from tests.support import torchimage
+
+        started = time.monotonic()
+        torchimage.image(state / "torch-image", timings=image)
+        image["image_s"] = round(time.monotonic() - started, 1)
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
         env = {**os.environ, suite.variable: "1", suite.state_variable: str(state)}
@@ -177,6 +255,7 @@ def measure_tests(suite: Suite) -> Json:
         "commit": _commit(),
         "command": f"python -m tests.bench.optin tests {suite.addon}",
         "up_s": round(up, 1),
+        **({"image_s": image["image_s"], "image_wheels_cached": image.get("wheels_cached")} if image else {}),
         "pytest_s": round(seconds, 1),
         "outcome": outcome(counts, exit_code=code),
         **counts,
@@ -196,7 +275,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     suite = SUITES[args.suite]
-    result = measure_build(suite, warm=args.warm) if args.part == "build" else measure_tests(suite)
+    if args.part == "tests":
+        result = measure_tests(suite)
+    elif suite.image:
+        result = measure_image(suite)
+    else:
+        result = measure_build(suite, warm=args.warm)
     doc: Json = json.loads(args.json.read_text()) if args.json.exists() else {}
     doc.setdefault(args.suite, {})[args.part] = result
     args.json.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")

@@ -631,22 +631,45 @@ def ci_cold() -> str:
 
 
 #: Block name -> its renderer.
+def _optin_build(b: dict[str, Any]) -> str:
+    """The build cell of an opt-in suite: its addon's Go build, or (``kind: image``) its image's."""
+    load = f"load {b['load_before']:g} to {b['load_after']:g}; {b['date'][:10]}"
+    if b.get("kind") == "image":
+        wheels = "from the wheel cache" if b["wheels_cached"] else f"wheels downloaded in {b['wheels_s']:.0f} s"
+        root = "the cached bookworm root" if b["root_cached"] else "the bookworm root made too"
+        return (
+            f"image: {b['wall_s'] / 60:.1f} min wall, {b['cpu_s'] / 60:.1f} CPU-min; {wheels} "
+            f"({b['wheels_bytes'] / 1e9:.1f} GB), installed on {root} by {b['installed_s']:.0f} s "
+            f"({b['installed']}), packed and imported by {b['total_s']:.0f} s ({load})"
+        )
+    cache = "an empty Go build cache" if b["gocache"] == "empty" else "this machine's Go build cache"
+    return (
+        f"{b['wall_s'] / 60:.1f} min wall, {b['cpu_s'] / 60:.1f} CPU-min, "
+        f"{b['packages']:,} packages compiled, from {cache} ({load})"
+    )
+
+
+def _optin_image(t: dict[str, Any]) -> str:
+    """After an image suite's cluster start: its image built into that cluster (not in the total: the build is)."""
+    if "image_s" not in t:
+        return ""
+    wheels = "cached wheels" if t.get("image_wheels_cached") else "wheels downloaded"
+    return f" (then the image from {wheels}: {t['image_s']:.0f} s, not in the total)"
+
+
 def optin() -> str:
-    """One row per opt-in suite of ``optin.json``: its addon's build (and with which Go build cache), its cluster's
-    start and its tests, with dates."""
+    """One row per opt-in suite of ``optin.json``: its addon's build (and with which Go build cache) or its image's,
+    its cluster's start and its tests, with dates."""
     rows = [
-        "| suite | addon build | cluster up | tests | total |",
+        "| suite | addon or image build | cluster up | tests | total |",
         "|---|---|---|---|---|",
     ]
     for name, doc in sorted(_load("optin.json").items()):
         b, t = doc["build"], doc["tests"]
         total = b["wall_s"] + t["up_s"] + t["pytest_s"]
-        cache = "an empty Go build cache" if b["gocache"] == "empty" else "this machine's Go build cache"
         rows.append(
-            f"| `{name}` ({b['version']}) | {b['wall_s'] / 60:.1f} min wall, {b['cpu_s'] / 60:.1f} CPU-min, "
-            f"{b['packages']:,} packages compiled, from {cache} (load {b['load_before']:g} to {b['load_after']:g}; "
-            f"{b['date'][:10]}) | {t['up_s']:.0f} s | {t['pytest_s']:.0f} s, {t['passed']} passed, "
-            f"{t['outcome']} ({t['date'][:10]}) | {total / 60:.1f} min |"
+            f"| `{name}` ({b['version']}) | {_optin_build(b)} | {t['up_s']:.0f} s{_optin_image(t)} | {t['pytest_s']:.0f} s, "
+            f"{t['passed']} passed, {t['outcome']} ({t['date'][:10]}) | {total / 60:.1f} min |"
         )
     return "\n".join(rows)
 

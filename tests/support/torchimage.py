@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from ringdevcluster import node
 from tests.support import pythonimages, pythonroots
@@ -31,20 +32,35 @@ def _say(message: str) -> None:
     print(f"torch image: {message}", file=sys.stderr, flush=True)
 
 
-def image(workdir: Path) -> str:
-    """The PyTorch image's name in the node's containerd (built and imported now if missing)."""
-    name = f"ring-devcluster.local/torch:{TORCH.split('==')[1]}"
+def image_name() -> str:
+    """The image's reference: ``ring-devcluster.local/torch:<version>``."""
+    return f"ring-devcluster.local/torch:{TORCH.split('==')[1]}"
+
+
+def image(workdir: Path, *, timings: dict[str, Any] | None = None) -> str:
+    """The PyTorch image's name in the node's containerd (built and imported now if missing).
+
+    ``timings``, when given, receives what a build took (nothing when the image was there):
+    ``wheels_cached`` (every wheel was in the cache before), ``root_cached`` (the bookworm root
+    was), and the seconds from the start to the end of each step: ``wheels_s``, ``installed_s``,
+    ``total_s``; ``wheels_bytes``, every wheel in the cache; ``installed``, ``du -sh`` of the root
+    with the venv.
+    """
+    name = image_name()
     if name in node.image_names() or f"docker.io/{name}" in node.image_names():
         return name
     started = time.monotonic()
     wheels = pythonroots.cache_dir().parent / "torch-wheels"
     wheels.mkdir(parents=True, exist_ok=True)
+    before = {w.name for w in wheels.glob("*.whl")}
+    root_cached = (pythonroots.cache_dir() / "bookworm" / "var" / "lib" / "dpkg" / "status").exists()
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--progress-bar", "off",
          "--only-binary=:all:", "--dest", str(wheels), TORCH, PIP],
         check=True, capture_output=True, timeout=1800,
     )  # fmt: skip
-    _say(f"wheels {TORCH} in {wheels} ({time.monotonic() - started:.0f}s)")
+    wheels_s = time.monotonic() - started
+    _say(f"wheels {TORCH} in {wheels} ({wheels_s:.0f}s)")
     workdir.mkdir(parents=True, exist_ok=True)
     root = workdir / "torch-root"
     shutil.rmtree(root, ignore_errors=True)
@@ -63,10 +79,22 @@ def image(workdir: Path) -> str:
         )  # fmt: skip
     finally:
         subprocess.run(["umount", str(root / "tmp" / "wheels")], check=False)
-    _say(f"installed into {VENV} ({time.monotonic() - started:.0f}s, {_du(root)})")
+    installed_s, installed = time.monotonic() - started, _du(root)
+    _say(f"installed into {VENV} ({installed_s:.0f}s, {installed})")
     pythonimages.pack(root, name=name, workdir=workdir, env_path=f"{VENV}/bin", created_by=f"bookworm + {TORCH}")
     shutil.rmtree(root, ignore_errors=True)
-    _say(f"{name}: built and imported in {time.monotonic() - started:.0f}s")
+    total_s = time.monotonic() - started
+    _say(f"{name}: built and imported in {total_s:.0f}s")
+    if timings is not None:
+        timings.update(
+            wheels_cached=before >= {w.name for w in wheels.glob("*.whl")},
+            root_cached=root_cached,
+            wheels_s=round(wheels_s, 1),
+            wheels_bytes=sum(w.stat().st_size for w in wheels.glob("*.whl")),
+            installed_s=round(installed_s, 1),
+            total_s=round(total_s, 1),
+            installed=installed,
+        )
     return name
 
 

@@ -212,7 +212,8 @@ def test_every_output_brackets_ipv6_where_a_port_follows() -> None:
     assert env["PADDLE_CURRENT_ENDPOINT"] == "[fd00::3]:2222"
     assert env["PADDLE_TRAINER_ENDPOINTS"] == "[fd00::1]:2222,[fd00::2]:2222,[fd00::3]:2222"
     assert env["MS_SCHED_HOST"] == "fd00::1" and env["MS_SCHED_PORT"] == "2222"
-    assert env["HCCL_SOCKET_FAMILY"] == "AF_INET6"
+    # HCCL assumes IPv4; NCCL takes a dual-stack interface's first address, the IPv4 one: both are told.
+    assert env["HCCL_SOCKET_FAMILY"] == env["NCCL_SOCKET_FAMILY"] == "AF_INET6"
     assert env["RING_IP"] == "fd00::3" and env["RING_PORT"] == "2222"
     assert hostfile_text(spec, flavor="openmpi") == "fd00::1 slots=1\nfd00::2 slots=1\nfd00::3 slots=1\n"
     assert hostfile_text(spec, flavor="mpich") == "[fd00::1]:1\n[fd00::2]:1\n[fd00::3]:1\n"
@@ -221,7 +222,7 @@ def test_every_output_brackets_ipv6_where_a_port_follows() -> None:
 def test_ipv4_outputs_keep_their_text() -> None:
     spec = make_spec([("worker", 2)])
     env = member_env(spec, pod="job-worker-1")
-    assert "HCCL_SOCKET_FAMILY" not in env and "NCCL_SOCKET_IFNAME" not in env
+    assert not {"HCCL_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY", "NCCL_SOCKET_IFNAME"} & set(env)
     assert hostfile_text(spec, flavor="mpich") == "127.1.0.1:1\n127.1.0.2:1\n"
 
 
@@ -348,7 +349,7 @@ def test_a_network_job_lists_each_members_attachment_address_and_interface() -> 
         "HYDRA_IFACE": "net1",
         "I_MPI_HYDRA_IFACE": "net1",
     }
-    assert env["HCCL_SOCKET_FAMILY"] == "AF_INET"
+    assert env["HCCL_SOCKET_FAMILY"] == env["NCCL_SOCKET_FAMILY"] == "AF_INET"
 
 
 def test_a_member_without_the_attachment_waits_and_nothing_points_elsewhere() -> None:
