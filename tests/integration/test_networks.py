@@ -199,7 +199,8 @@ def test_a_dual_stack_job_asking_for_ipv6_trains_on_bracketed_addresses(
     env = _env("six-worker-0", namespace, kubeconfig)
     assert json.loads(env["TF_CONFIG"])["cluster"] == {"chief": [f"[{chief}]:2222"], "worker": [f"[{worker}]:2222"]}
     assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == (chief, "2222")
-    assert env["JAX_COORDINATOR_ADDRESS"] == f"[{chief}]:2222" and env["HCCL_SOCKET_FAMILY"] == "AF_INET6"
+    assert env["JAX_COORDINATOR_ADDRESS"] == f"[{chief}]:2222"
+    assert env["HCCL_SOCKET_FAMILY"] == env["NCCL_SOCKET_FAMILY"] == "AF_INET6"
     # The same job on an IPv4-only node waits, saying why.
     raw = volcano_job("sixonfour", tasks=[("worker", 1)])
     raw["metadata"]["annotations"] = {"ring-controller.io/ip-family": "IPv6"}

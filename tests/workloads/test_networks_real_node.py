@@ -127,8 +127,9 @@ def _check_exports(exported: dict[str, Any], *, ips: list[str], port: int, rank:
     assert (env["RING_IP"], env["RING_PORT"]) == (ips[rank], str(port))
     assert files["OMPI_MCA_orte_default_hostfile"] == "".join(f"{ip} slots=1\n" for ip in ips)
     assert files["HYDRA_HOST_FILE"] == "".join(f"{_host_port(ip, 1)}\n" for ip in ips)
-    # HCCL defaults to IPv4: told AF_INET6 for an IPv6 member, nothing for an IPv4 pod-network member.
+    # HCCL and NCCL default to IPv4: told AF_INET6 for an IPv6 member, nothing for an IPv4 pod-network member.
     assert env.get("HCCL_SOCKET_FAMILY") == ("AF_INET6" if ipv6 else None)
+    assert env.get("NCCL_SOCKET_FAMILY") == ("AF_INET6" if ipv6 else None)
 
 
 def _families(cluster: Cluster) -> tuple[int, ...]:
