@@ -606,27 +606,33 @@ def kube_versions() -> str:
 
 
 def ci_cold() -> str:
-    """CI's clock: a fresh machine's ``.ci/run``, step by step, with the Go builds inside the two ``up`` steps."""
+    """CI's clock: fresh-cache ``.ci/run`` runs, step by step, with the Go builds inside the ``up`` steps."""
     doc = _load("ci-cold.json")
 
     def clock(seconds: int) -> str:
         return f"{seconds // 60}m{seconds % 60:02d}s"
 
-    lines = [
-        f"`{doc['command']}` on {doc['machine']}, at {doc['commit']}, {doc['started'][:16].replace('T', ' ')} UTC: "
-        f"{doc['outcome']} in "
-        f"{clock(doc['seconds'])} ({doc['tests']['passed']:,} tests passed; {doc['note']}):",
-        "",
-        "| step | took |",
-        "|---|---|",
-        *(f"| {step['step']} | {clock(step['seconds'])} |" for step in doc["steps"]),
-        "",
-        "The Go builds inside those steps: "
-        + ", ".join(f"{b['module']} {b['version']} {b['time']}" for b in doc["builds"])
-        + f". Before: {doc['before']['minutes']} minutes on {doc['before']['date']} ("
-        + ", ".join(f"{k} {v}" for k, v in doc["before"]["steps"].items())
-        + ").",
-    ]
+    lines: list[str] = []
+    for run in doc["runs"]:
+        lines += [
+            f"`{run['command']}` on {run['machine']}, at {run['commit']}, {run['started'][:16].replace('T', ' ')} UTC: "
+            f"{run['outcome']} in {clock(run['seconds'])} ({run['tests']['passed']:,} tests passed; {run['note']}):",
+            "",
+            "| step | took |",
+            "|---|---|",
+            *(f"| {step['step']} | {clock(step['seconds'])} |" for step in run["steps"]),
+            "",
+            "The Go builds inside those steps: "
+            + ", ".join(f"{b['module']} {b['version']} {b['time']}" for b in run["builds"])
+            + ".",
+            "",
+        ]
+    before = doc["before"]
+    lines.append(
+        f"Before: {before['minutes']} minutes on {before['date']} ("
+        + ", ".join(f"{k} {v}" for k, v in before["steps"].items())
+        + ")."
+    )
     return "\n".join(lines)
 
 
