@@ -302,11 +302,19 @@ def _failover_rows(doc: Json) -> list[str]:
     return lines
 
 
+def _fleet_files() -> list[str]:
+    """The 1,000-job runs with fail-overs (``jobs-1000x8-failover*.json``), the newest first."""
+    names = [p.name for p in SCALE.glob("jobs-1000x8-failover*.json")]
+    return sorted(names, key=lambda n: str(_doc(n).get("date", "")), reverse=True)
+
+
 def scale_fleet() -> str:
-    """1,000 jobs of 8 pods: the figures of the load against issue 36's targets."""
-    name = "jobs-1000x8-failover.json"
-    doc = _doc(name)
-    return "\n".join([f"{_source(doc, name)}:", "", *_run_rows(doc)])
+    """1,000 jobs of 8 pods: the figures of the load against issue 36's targets, run by run."""
+    lines: list[str] = []
+    for name in _fleet_files():
+        doc = _doc(name)
+        lines += ["", f"{_source(doc, name)}:", "", *_run_rows(doc)]
+    return "\n".join(lines[1:])
 
 
 #: The mixed 1,000-job run of record, and the Volcano-only run beside it (same cluster, one after the other).
@@ -401,8 +409,15 @@ def scale_fleet_mixed() -> str:
 
 
 def scale_fleet_failover() -> str:
-    """The leader killed beside the 1,000 jobs, round by round."""
-    return "\n".join(_failover_rows(_doc("jobs-1000x8-failover.json")))
+    """The leader killed beside the 1,000 jobs, round by round (each run named when there are several)."""
+    names = _fleet_files()
+    if len(names) == 1:
+        return "\n".join(_failover_rows(_doc(names[0])))
+    lines: list[str] = []
+    for name in names:
+        doc = _doc(name)
+        lines += ["", f"{_source(doc, name)}:", "", *_failover_rows(doc)]
+    return "\n".join(lines[1:])
 
 
 def scale_one_job() -> str:
